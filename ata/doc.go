@@ -1,0 +1,2 @@
+// Package ata is part of nhd; see the README for the package map.
+package ata

@@ -1,0 +1,2 @@
+// Package dma is part of nhd; see the README for the package map.
+package dma

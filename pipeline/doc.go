@@ -1,0 +1,2 @@
+// Package pipeline is part of nhd; see the README for the package map.
+package pipeline

@@ -1,0 +1,2 @@
+// Package zerocopy is part of nhd; see the README for the package map.
+package zerocopy
