@@ -104,7 +104,7 @@ func ErrnoOf(err error) Errno {
 // OptionError is a fixed-newstyle option error reply (a reply type with
 // bit 31 set). Message is the server's optional UTF-8 text.
 type OptionError struct {
-	Option  Option
+	Option  OptionCode
 	Reply   OptionReplyType
 	Message string
 }

@@ -74,31 +74,31 @@ func (f ExportFlags) Has(x ExportFlags) bool { return f&x == x }
 
 func (f ExportFlags) String() string { return flagString(uint64(f), exportFlagNames[:]) }
 
-// Option is the type of a handshake option (proto.md, "Option types").
-type Option uint32
+// OptionCode is the type of a handshake option (proto.md, "Option types").
+type OptionCode uint32
 
 const (
-	OptExportName      Option = 1
-	OptAbort           Option = 2
-	OptList            Option = 3
-	OptPeekExport      Option = 4 // withdrawn; never sent
-	OptStartTLS        Option = 5
-	OptInfo            Option = 6
-	OptGo              Option = 7
-	OptStructuredReply Option = 8
-	OptListMetaContext Option = 9
-	OptSetMetaContext  Option = 10
-	OptExtendedHeaders Option = 11 // extension; not negotiated by this package
+	OptExportName      OptionCode = 1
+	OptAbort           OptionCode = 2
+	OptList            OptionCode = 3
+	OptPeekExport      OptionCode = 4 // withdrawn; never sent
+	OptStartTLS        OptionCode = 5
+	OptInfo            OptionCode = 6
+	OptGo              OptionCode = 7
+	OptStructuredReply OptionCode = 8
+	OptListMetaContext OptionCode = 9
+	OptSetMetaContext  OptionCode = 10
+	OptExtendedHeaders OptionCode = 11 // extension; not negotiated by this package
 )
 
-var optionNames = map[Option]string{
+var optionNames = map[OptionCode]string{
 	OptExportName: "EXPORT_NAME", OptAbort: "ABORT", OptList: "LIST", OptPeekExport: "PEEK_EXPORT",
 	OptStartTLS: "STARTTLS", OptInfo: "INFO", OptGo: "GO", OptStructuredReply: "STRUCTURED_REPLY",
 	OptListMetaContext: "LIST_META_CONTEXT", OptSetMetaContext: "SET_META_CONTEXT",
 	OptExtendedHeaders: "EXTENDED_HEADERS",
 }
 
-func (o Option) String() string {
+func (o OptionCode) String() string {
 	if s, ok := optionNames[o]; ok {
 		return s
 	}

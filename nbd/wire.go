@@ -137,7 +137,7 @@ const OptionHeaderSize = 16
 //	C: 32 bits, length of option data (unsigned)
 //	C: any data needed for the chosen option, of length as specified above.
 type OptionHeader struct {
-	Option Option
+	Option OptionCode
 	Length uint32
 }
 
@@ -153,7 +153,7 @@ func (h *OptionHeader) Parse(b *[OptionHeaderSize]byte) error {
 	if m := binary.BigEndian.Uint64(b[0:]); m != MagicIHaveOpt {
 		return badMagic("option", m)
 	}
-	h.Option = Option(binary.BigEndian.Uint32(b[8:]))
+	h.Option = OptionCode(binary.BigEndian.Uint32(b[8:]))
 	h.Length = binary.BigEndian.Uint32(b[12:])
 	return nil
 }
@@ -169,7 +169,7 @@ const OptionReplySize = 20
 //	S: 32 bits, length of the reply (may be zero)
 //	S: any data as required by the reply
 type OptionReply struct {
-	Option Option
+	Option OptionCode
 	Type   OptionReplyType
 	Length uint32
 }
@@ -187,7 +187,7 @@ func (r *OptionReply) Parse(b *[OptionReplySize]byte) error {
 	if m := binary.BigEndian.Uint64(b[0:]); m != MagicOptionReply {
 		return badMagic("option reply", m)
 	}
-	r.Option = Option(binary.BigEndian.Uint32(b[8:]))
+	r.Option = OptionCode(binary.BigEndian.Uint32(b[8:]))
 	r.Type = OptionReplyType(binary.BigEndian.Uint32(b[12:]))
 	r.Length = binary.BigEndian.Uint32(b[16:])
 	return nil
