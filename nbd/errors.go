@@ -159,3 +159,32 @@ func (e *ProtocolError) Is(target error) bool { return target == ErrProtocol }
 
 // ErrProtocol matches every *ProtocolError with errors.Is.
 var ErrProtocol = errors.New("nbd: protocol error")
+
+// Errors the client returns for requests it refuses or cannot complete
+// locally. Each is a sentinel for errors.Is; the returned error usually wraps
+// it with details.
+var (
+	// ErrClosed is returned by calls on a Client after Close.
+	ErrClosed = errors.New("nbd: client closed")
+	// ErrNotAdvertised is returned for a command or flag the server did
+	// not advertise; the request is never sent (proto.md: a client MUST NOT
+	// use a feature whose flag is clear).
+	ErrNotAdvertised = errors.New("nbd: feature not advertised by the server")
+	// ErrReadOnly is returned for a write, trim or zeroing of a read-only
+	// export. It also matches syscall.EPERM with errors.Is.
+	ErrReadOnly error = readOnlyError{}
+	// ErrOutOfRange is returned for a request past the end of the export.
+	ErrOutOfRange = errors.New("nbd: request past the end of the export")
+	// ErrUnaligned is returned for a request that breaks the server's
+	// advertised minimum block size.
+	ErrUnaligned = errors.New("nbd: request not aligned to the server's minimum block size")
+	// ErrTLSUnavailable is returned when TLS is required (an nbds URI or
+	// WithTLS) but the server cannot provide it; the client never falls
+	// back to plaintext.
+	ErrTLSUnavailable = errors.New("nbd: TLS required but not available from the server")
+)
+
+type readOnlyError struct{}
+
+func (readOnlyError) Error() string        { return "nbd: export is read-only" }
+func (readOnlyError) Is(target error) bool { return target == syscall.EPERM }
