@@ -1,0 +1,126 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ErrTooFewSamples is returned by FitCost when the samples do not hold at
+// least two different block sizes, so no line is defined.
+var ErrTooFewSamples = errors.New("model: fit needs samples of at least two block sizes")
+
+// ErrBadSample is returned (wrapped, with the sample's index) by FitCost for
+// a sample whose block size is not positive or whose time is not a positive
+// finite number.
+var ErrBadSample = errors.New("model: bad sample")
+
+// Sample is one measurement of a node: a block of Bytes bytes took Seconds.
+type Sample struct {
+	Bytes   int64
+	Seconds float64
+}
+
+// SampleOf returns the sample of a block of n bytes that took d.
+func SampleOf(n int64, d time.Duration) Sample { return Sample{n, d.Seconds()} }
+
+// RateSample returns the sample of a block of n bytes moved at rate r (the
+// form bandwidth plots such as the paper's Figure 4 give).
+func RateSample(n int64, r Rate) Sample { return Sample{n, r.Seconds(n)} }
+
+// Fit is a least-squares fit of a node's affine cost to samples.
+type Fit struct {
+	Cost Cost // the fitted fixed and per-byte cost
+	N    int  // number of samples
+	// Residuals are measured minus fitted times, in seconds, in sample order.
+	Residuals []float64
+	// RMS is the root-mean-square residual in seconds.
+	RMS float64
+	// MaxRel is the largest |residual| over its measured time: how far the
+	// line is from the worst sample, relatively (rates err by about as much).
+	MaxRel float64
+	// R2 is the coefficient of determination, 1 for a perfect line.
+	R2 float64
+}
+
+// FitCost fits Cost{Fixed, PerByte} to samples by ordinary least squares on
+// time against block size, and reports how well the line fits. The fitted
+// parts are what the data say: a negative Fixed means the samples are not
+// affine at the small end, and Fit's errors show it. It returns an error
+// wrapping ErrBadSample for a sample with Bytes <= 0 or a time that is not
+// positive and finite, and ErrTooFewSamples unless there are two distinct
+// block sizes.
+func FitCost(samples []Sample) (Fit, error) {
+	n := len(samples)
+	var mx, my float64
+	for i, s := range samples {
+		if s.Bytes <= 0 || !(s.Seconds > 0) || math.IsInf(s.Seconds, 1) {
+			return Fit{}, fmt.Errorf("%w %d: %d bytes in %v s", ErrBadSample, i, s.Bytes, s.Seconds)
+		}
+		mx += float64(s.Bytes)
+		my += s.Seconds
+	}
+	if n < 2 {
+		return Fit{}, ErrTooFewSamples
+	}
+	mx /= float64(n)
+	my /= float64(n)
+	// Centred sums keep the arithmetic exact enough for byte counts around
+	// 2^30 and times around 1e-6.
+	var sxx, sxy float64
+	for _, s := range samples {
+		dx, dy := float64(s.Bytes)-mx, s.Seconds-my
+		sxx += dx * dx
+		sxy += dx * dy
+	}
+	if sxx == 0 {
+		return Fit{}, ErrTooFewSamples
+	}
+	slope := sxy / sxx
+	return assess(samples, Cost{Fixed: my - slope*mx, PerByte: slope}), nil
+}
+
+// FitFixed fits only the fixed part to samples, the per-byte cost held at
+// perByte seconds per byte: Fixed is the mean of Seconds - perByte·Bytes.
+// It answers "what does this node add per request to that one" when both
+// move bytes at the same pace (NBD over raw TCP). Errors as for FitCost,
+// except that one sample is enough.
+func FitFixed(samples []Sample, perByte float64) (Fit, error) {
+	var sum float64
+	for i, s := range samples {
+		if s.Bytes <= 0 || !(s.Seconds > 0) || math.IsInf(s.Seconds, 1) {
+			return Fit{}, fmt.Errorf("%w %d: %d bytes in %v s", ErrBadSample, i, s.Bytes, s.Seconds)
+		}
+		sum += s.Seconds - perByte*float64(s.Bytes)
+	}
+	if len(samples) == 0 {
+		return Fit{}, ErrTooFewSamples
+	}
+	return assess(samples, Cost{Fixed: sum / float64(len(samples)), PerByte: perByte}), nil
+}
+
+// assess fills in a Fit of c to samples.
+func assess(samples []Sample, c Cost) Fit {
+	n := len(samples)
+	f := Fit{Cost: c, N: n, Residuals: make([]float64, n)}
+	var my float64
+	for _, s := range samples {
+		my += s.Seconds
+	}
+	my /= float64(n)
+	var sse, syy float64
+	for i, s := range samples {
+		r := s.Seconds - c.Seconds(s.Bytes)
+		f.Residuals[i] = r
+		sse += r * r
+		syy += (s.Seconds - my) * (s.Seconds - my)
+		f.MaxRel = math.Max(f.MaxRel, math.Abs(r)/s.Seconds)
+	}
+	f.RMS = math.Sqrt(sse / float64(n))
+	f.R2 = 1
+	if syy > 0 {
+		f.R2 = 1 - sse/syy
+	}
+	return f
+}

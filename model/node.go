@@ -1,0 +1,317 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Term is one cost a node pays while it moves a block: Each seconds, paid
+// Count(k) times for a block of k bytes. Counts multiply out from the block
+// size, so one Node answers for every block size:
+//
+//	Once("completion interrupt", 495*time.Microsecond)    // once per block
+//	PerUnit("sector handshake", 512, 60*time.Microsecond) // once per sector
+//	PerUnit("ACK out", 1448, 200*time.Microsecond).OnePer(7)
+//	Streaming("IDE MDMA", 16*model.MBPerSecond)           // per byte
+//
+// Terms are values; the zero Term costs nothing.
+type Term struct {
+	// Name says what the cost is, for reports.
+	Name string
+	// Each is the cost of one occurrence, in seconds.
+	Each float64
+	// Unit is how many bytes one occurrence covers: 0 means once per block,
+	// 1 once per byte, n once per n bytes with a partial unit counting whole.
+	Unit int64
+	// Group, when above 1, means one occurrence per Group units, rounded up
+	// (an ACK for every 7 packets received).
+	Group int64
+}
+
+// Once returns a cost paid once per block, whatever its size (a command
+// interrupt, a request header, a process switch).
+func Once(name string, d time.Duration) Term {
+	return Term{Name: name, Each: nonNegative(d)}
+}
+
+// PerUnit returns a cost paid once for every unit bytes of the block, a
+// partial unit counting whole (a per-sector interrupt with unit 512, a
+// per-packet cost with unit 1448). It panics if unit < 1.
+func PerUnit(name string, unit int64, d time.Duration) Term {
+	if unit < 1 {
+		panic(fmt.Sprintf("model: PerUnit %q: unit %d < 1", name, unit))
+	}
+	return Term{Name: name, Each: nonNegative(d), Unit: unit}
+}
+
+// Streaming returns a per-byte cost: moving the block at rate r. A rate of 0
+// or below is a stopped node (infinite cost).
+func Streaming(name string, r Rate) Term {
+	return Term{Name: name, Each: r.Seconds(1), Unit: 1}
+}
+
+// PerByte returns a per-byte cost of s seconds per byte (a fitted slope).
+func PerByte(name string, s float64) Term {
+	return Term{Name: name, Each: math.Max(s, 0), Unit: 1}
+}
+
+// OnePer returns t paid once per n of its units, rounded up: one ACK per 7
+// packets is PerUnit("ACK", 1448, d).OnePer(7). It panics if n < 1 or if t is
+// a once-per-block term.
+func (t Term) OnePer(n int64) Term {
+	if n < 1 || t.Unit == 0 {
+		panic(fmt.Sprintf("model: Term %q: OnePer(%d) needs n >= 1 and a per-unit term", t.Name, n))
+	}
+	t.Group = n
+	return t
+}
+
+// Times returns t with n occurrences where t had one (two interrupts per
+// block instead of one). It panics if n < 0 or n is NaN.
+func (t Term) Times(n float64) Term {
+	if !(n >= 0) {
+		panic(fmt.Sprintf("model: Term %q: Times(%v)", t.Name, n))
+	}
+	t.Each *= n
+	return t
+}
+
+// Count returns how many times t is paid for a block of k bytes.
+func (t Term) Count(k int64) int64 {
+	if k <= 0 {
+		return 0
+	}
+	if t.Unit <= 0 {
+		return 1
+	}
+	c := ceilDiv(k, t.Unit)
+	if t.Group > 1 {
+		c = ceilDiv(c, t.Group)
+	}
+	return c
+}
+
+// Seconds returns what t costs for a block of k bytes.
+func (t Term) Seconds(k int64) float64 {
+	c := t.Count(k)
+	if c == 0 {
+		return 0
+	}
+	return float64(c) * t.Each
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+func nonNegative(d time.Duration) float64 {
+	if d < 0 {
+		panic(fmt.Sprintf("model: negative cost %v", d))
+	}
+	return d.Seconds()
+}
+
+// Node is one element of a cascade: something a block crosses, with the
+// time it takes described by cost Terms. A Node built by Overlap instead
+// holds stages that work on the block at the same time.
+//
+// A Node is a value: its methods do not modify it and are safe for
+// concurrent use. Do not modify Terms after handing the Node to others.
+type Node struct {
+	// Name says what the node is, for reports.
+	Name string
+	// Terms are the node's costs; the node's time for a block is their sum.
+	Terms []Term
+
+	stages []Node // set by Overlap
+	chunk  int64  // Overlap's chunk size; <= 0 is cut-through
+}
+
+// NewNode returns a node whose time for a block is the sum of terms.
+func NewNode(name string, terms ...Term) Node {
+	return Node{Name: name, Terms: terms}
+}
+
+// RateNode returns a node that moves bytes at a measured rate r and has no
+// per-block cost: the form a pipeline stage's measured throughput takes.
+func RateNode(name string, r Rate) Node {
+	return NewNode(name, Streaming(name, r))
+}
+
+// CostNode returns a node with the affine cost c (a fitted node).
+func CostNode(name string, c Cost) Node {
+	return NewNode(name,
+		Term{Name: "per block", Each: c.Fixed},
+		Term{Name: "per byte", Each: c.PerByte, Unit: 1})
+}
+
+// Overlap returns a node made of stages that work on a block at the same
+// time, the block cut into chunks of chunk bytes that stream from one stage
+// to the next (the paper's DMA streaming: CPU memory -> FIFO -> host at
+// once). Each stage's once-per-block terms (interrupts, command decoding)
+// cannot be split and are paid in series; the rest is paid per chunk, and
+// the block takes the first chunk's trip through all stages plus each later
+// chunk at the slowest stage's pace:
+//
+//	T = Σ_i F_i + Σ_i g_i(c_1) + Σ_{j>1} max_i g_i(c_j)
+//
+// where F_i is stage i's per-block cost and g_i(c) its other costs for a
+// chunk of c bytes. With one chunk (chunk >= k) T is the stages in series;
+// as chunks shrink T falls toward Σ F_i + max_i g_i(k), which for stages
+// that cost only per byte is the bottleneck (Pipelined). A chunk <= 0 means
+// that limit: ideal cut-through. Chunks that are not a multiple of a stage's
+// unit pay that unit's cost more than once, as real hardware does.
+func Overlap(name string, chunk int64, stages ...Node) Node {
+	return Node{Name: name, stages: stages, chunk: chunk}
+}
+
+// Stages returns the stages of a node built by Overlap, nil otherwise.
+func (n Node) Stages() []Node { return n.stages }
+
+// Seconds returns the node's time for a block of k bytes.
+func (n Node) Seconds(k int64) float64 {
+	if k <= 0 {
+		return 0
+	}
+	return n.fixed() + n.flow(k)
+}
+
+// Duration returns Seconds(k) as a time.Duration (rounded to the nanosecond).
+func (n Node) Duration(k int64) time.Duration {
+	return seconds(n.Seconds(k))
+}
+
+// Rate returns the node's rate for blocks of k bytes.
+func (n Node) Rate(k int64) Rate { return rateOf(k, n.Seconds(k)) }
+
+// fixed is the node's once-per-block cost.
+func (n Node) fixed() float64 {
+	var s float64
+	if n.stages != nil {
+		for _, st := range n.stages {
+			s += st.fixed()
+		}
+		return s
+	}
+	for _, t := range n.Terms {
+		if t.Unit <= 0 {
+			s += t.Each
+		}
+	}
+	return s
+}
+
+// flow is the node's cost for k bytes other than its per-block cost: what
+// a chunk of k bytes costs when it streams through.
+func (n Node) flow(k int64) float64 {
+	if k <= 0 {
+		return 0
+	}
+	if n.stages == nil {
+		var s float64
+		for _, t := range n.Terms {
+			if t.Unit > 0 {
+				s += t.Seconds(k)
+			}
+		}
+		return s
+	}
+	if len(n.stages) == 0 {
+		return 0
+	}
+	maxFlow := func(c int64) float64 {
+		m := 0.0
+		for _, st := range n.stages {
+			m = math.Max(m, st.flow(c))
+		}
+		return m
+	}
+	c := n.chunk
+	if c <= 0 {
+		return maxFlow(k)
+	}
+	if c >= k {
+		c = k
+	}
+	var first float64
+	for _, st := range n.stages {
+		first += st.flow(c)
+	}
+	chunks := ceilDiv(k, c)
+	if chunks == 1 {
+		return first
+	}
+	last := k - (chunks-1)*c
+	return first + float64(chunks-2)*maxFlow(c) + maxFlow(last)
+}
+
+// Faster returns n with every cost divided by f (f = 2: twice as fast). It
+// panics unless f > 0.
+func (n Node) Faster(f float64) Node {
+	if !(f > 0) {
+		panic(fmt.Sprintf("model: Node %q: Faster(%v) needs a factor > 0", n.Name, f))
+	}
+	out := Node{Name: n.Name, chunk: n.chunk}
+	if n.Terms != nil {
+		out.Terms = make([]Term, len(n.Terms))
+		for i, t := range n.Terms {
+			t.Each /= f
+			out.Terms[i] = t
+		}
+	}
+	if n.stages != nil {
+		out.stages = make([]Node, len(n.stages))
+		for i, st := range n.stages {
+			out.stages[i] = st.Faster(f)
+		}
+	}
+	return out
+}
+
+// seconds converts s to a Duration, saturating at the largest Duration.
+func seconds(s float64) time.Duration {
+	d := s * float64(time.Second)
+	if d >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(math.Round(d))
+}
+
+// Cost is an affine node cost: Fixed seconds per block plus PerByte seconds
+// per byte. It is what Fit measures and what CostNode turns into a node.
+type Cost struct {
+	Fixed   float64 // seconds per block
+	PerByte float64 // seconds per byte
+}
+
+// Seconds returns c's time for a block of k bytes.
+func (c Cost) Seconds(k int64) float64 { return c.Fixed + c.PerByte*float64(k) }
+
+// Rate returns c's rate for blocks of k bytes.
+func (c Cost) Rate(k int64) Rate { return rateOf(k, c.Seconds(k)) }
+
+// Asymptote returns the rate c approaches for very large blocks, 1/PerByte.
+func (c Cost) Asymptote() Rate {
+	if c.PerByte <= 0 {
+		return Rate(math.Inf(1))
+	}
+	return Rate(1 / c.PerByte)
+}
+
+// HalfBlock returns the block size at which the fixed part equals the
+// per-byte part, so the node reaches half its asymptotic rate (Hockney's
+// n½): Fixed/PerByte bytes.
+func (c Cost) HalfBlock() float64 {
+	if c.PerByte <= 0 {
+		return math.Inf(1)
+	}
+	return c.Fixed / c.PerByte
+}
+
+// Sub returns c - d part by part: the overhead of one node over another
+// (NBD over raw TCP).
+func (c Cost) Sub(d Cost) Cost { return Cost{c.Fixed - d.Fixed, c.PerByte - d.PerByte} }
+
+// String formats c as "F µs + P ns/B".
+func (c Cost) String() string {
+	return fmt.Sprintf("%.1f µs + %.3f ns/B", c.Fixed*1e6, c.PerByte*1e9)
+}
