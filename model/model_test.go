@@ -288,3 +288,20 @@ func TestCost(t *testing.T) {
 		t.Errorf("free asymptote = %v", got)
 	}
 }
+
+func TestChain(t *testing.T) {
+	a := NewNode("a", Once("x", 100*us), PerUnit("s", 512, 10*us))
+	b := RateNode("b", 1e6)
+	c := Cascade{a, b}
+	ch := Chain("ab", a, b)
+	for _, k := range []int64{1, 512, 513, 1 << 20} {
+		if got, want := ch.Seconds(k), c.Seconds(k); math.Abs(got-want) > 1e-15*want {
+			t.Errorf("k=%d: chain %v s, cascade %v s", k, got, want)
+		}
+	}
+	// A chain inside an overlap streams as one stage.
+	o := Overlap("o", 0, ch, RateNode("c", 1e5))
+	if got, want := o.Seconds(1000), 100e-6+math.Max(20e-6+1e-3, 1e-2); math.Abs(got-want) > 1e-15 {
+		t.Errorf("overlap of a chain = %v, want %v", got, want)
+	}
+}

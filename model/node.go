@@ -164,7 +164,15 @@ func Overlap(name string, chunk int64, stages ...Node) Node {
 	return Node{Name: name, stages: stages, chunk: chunk}
 }
 
-// Stages returns the stages of a node built by Overlap, nil otherwise.
+// Chain returns a node made of nodes in series: its time for a block is the
+// sum of theirs. It lets a cascade (a front end of three parts) stand as one
+// node of a larger cascade.
+func Chain(name string, nodes ...Node) Node {
+	return Node{Name: name, stages: nodes, chunk: math.MaxInt64}
+}
+
+// Stages returns the stages of a node built by Overlap or Chain, nil
+// otherwise.
 func (n Node) Stages() []Node { return n.stages }
 
 // Seconds returns the node's time for a block of k bytes.

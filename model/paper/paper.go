@@ -39,7 +39,12 @@ type Figure struct {
 }
 
 // String formats f as printed, with its unit.
-func (f Figure) String() string { return f.Format(f.Value) + " " + f.Unit }
+func (f Figure) String() string {
+	if f.Unit == "%" {
+		return f.Format(f.Value) + "%"
+	}
+	return f.Format(f.Value) + " " + f.Unit
+}
 
 // Format formats x with f's printed number of decimals.
 func (f Figure) Format(x float64) string { return fmt.Sprintf("%.*f", f.Decimals, x) }
