@@ -1,0 +1,105 @@
+package checksum
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+)
+
+// sumGeneric returns the little-endian partial of b (see finish) in pure Go.
+//
+// The main loop reads 64 bytes per round into two independent ADD/ADC chains
+// of four words each, the trick of Linux's csum_partial: the CPU renames the
+// carry flag, so the two chains run side by side where one chain would wait on
+// each carry. Each chain's last carry goes into its own counter (an ADC of
+// zero), so no carry has to survive the loop's compare. The loads go through
+// encoding/binary on an array pointer: one unaligned 64-bit load each where the
+// architecture has them, byte loads elsewhere, and no bounds checks.
+func sumGeneric(b []byte) uint64 {
+	var a0, a1, n0, n1, c uint64
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	i, n := 0, len(b)&^63
+	for ; i < n; i += 64 {
+		x := (*[64]byte)(unsafe.Add(p, i))
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[8:16]), c)
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[16:24]), c)
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[24:32]), c)
+		n0, _ = bits.Add64(n0, 0, c)
+		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[32:40]), 0)
+		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[40:48]), c)
+		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[48:56]), c)
+		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[56:64]), c)
+		n1, _ = bits.Add64(n1, 0, c)
+	}
+	b = b[i:]
+	if len(b) >= 32 {
+		x := (*[32]byte)(b)
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[8:16]), c)
+		n0, _ = bits.Add64(n0, 0, c)
+		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[16:24]), 0)
+		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[24:32]), c)
+		n1, _ = bits.Add64(n1, 0, c)
+		b = b[32:]
+	}
+	if len(b) >= 16 {
+		x := (*[16]byte)(b)
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
+		n0 += c
+		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[8:16]), 0)
+		n1 += c
+		b = b[16:]
+	}
+	if len(b) >= 8 {
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(b), 0)
+		n0 += c
+		b = b[8:]
+	}
+	// Under 8 bytes left, at an offset that is a multiple of 8: each byte
+	// goes into t at its little-endian position, so the parity of its offset
+	// (all that matters modulo 2^16-1) is kept.
+	var t uint64
+	if len(b) >= 4 {
+		t = uint64(binary.LittleEndian.Uint32(b))
+		b = b[4:]
+	}
+	if len(b) >= 2 {
+		t += uint64(binary.LittleEndian.Uint16(b)) << 32
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		t += uint64(b[0]) << 48 // an even offset: the high byte of a big-endian word
+	}
+	a1, c = bits.Add64(a1, t, 0)
+	n1 += c
+	return add64(add64(a0, a1), n0+n1)
+}
+
+// genericCopyChunk is how much copySumGeneric copies before it sums what it
+// copied: small enough that the copy stays in the L1/L2 cache for the sum and
+// that memmove never switches to non-temporal stores (it does from 1 MiB up on
+// amd64), large enough to amortise the calls. It must be even.
+const genericCopyChunk = 16 << 10
+
+// copySumGeneric copies src into dst (len(dst) == len(src)) and returns the
+// little-endian partial of the copied bytes. A scalar loop that loads,
+// stores and adds each word is slower than memmove followed by a fast sum, so
+// this copies cache-sized chunks with copy() and sums each while it is hot.
+// Summing dst after the copy makes overlapping dst and src behave like copy().
+func copySumGeneric(dst, src []byte) uint64 {
+	var s uint64
+	if len(src) <= genericCopyChunk || !overlaps(dst, src) {
+		for len(src) > 0 {
+			n := min(len(src), genericCopyChunk)
+			copy(dst[:n], src[:n])
+			s = add64(s, sumGeneric(dst[:n]))
+			dst, src = dst[n:], src[n:]
+		}
+		return s
+	}
+	// Overlapping buffers copied in pieces could read bytes a previous piece
+	// already overwrote: copy whole, then sum.
+	copy(dst, src)
+	return sumGeneric(dst)
+}
