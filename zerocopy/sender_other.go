@@ -1,0 +1,26 @@
+//go:build !linux
+
+package zerocopy
+
+import (
+	"errors"
+	"io"
+	"os"
+)
+
+// errNoKernelPath is the refusal on systems without splice and sendfile
+// support in this package: every call takes the copy path.
+var errNoKernelPath = errors.New("zerocopy: splice and sendfile are implemented on Linux only")
+
+type kernelState struct{ drain int64 }
+
+func (k *kernelState) init(*Sender) {}
+func (k *kernelState) close() error { return nil }
+
+func (s *Sender) sendfile(*os.File, *int64, int64) (int64, error, error) {
+	return 0, errNoKernelPath, nil
+}
+
+func (s *Sender) splice(io.Reader, int64) (int64, error, error) {
+	return 0, errNoKernelPath, nil
+}
