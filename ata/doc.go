@@ -1,2 +1,42 @@
-// Package ata is part of nhd; see the README for the package map.
+// Package ata implements an ATA disk at register level, as described in
+// ATA/ATAPI-7 and ACS-3, for putting behind an FPGA, a virtual machine's
+// IDE or AHCI model, an ATA-over-Ethernet target or a test harness: the
+// host writes task-file registers, the device decodes the command, moves
+// the data by PIO through the data register or by DMA through a DMA
+// engine, and turns the command into block requests on a Backend (an
+// io.ReaderAt and io.WriterAt, plus optional Flush, Sync and Trim).
+//
+// The pieces, each usable alone:
+//
+//   - Registers: typed Status, ErrorBits, DeviceBits and Control bits with
+//     String and Has; Reg names the registers.
+//   - TaskFile: one command's register values, current and HOB bytes, with
+//     PutFIS and ParseFIS for a SATA/AHCI Register Host-to-Device FIS.
+//   - Decode and Command.Encode: task file to typed Command and back
+//     (Opcode with String, Protocol, LBA28/LBA48/CHS through a Geometry,
+//     counts where 0 means 256 or 65536, FUA). Neither allocates.
+//   - DeviceInfo.Identify: IDENTIFY DEVICE data from a description, with
+//     the word 255 checksum; Identify.Bytes gives the 512 wire bytes and
+//     AppendHex the text hdparm --Istdin reads.
+//   - Device: the state machine (State, Event, Transition) with the HOB
+//     register FIFO, BSY/DRQ per PIO block, 16- and 32-bit data register,
+//     INTRQ unless nIEN, SRST with the ATA signature, and the command set:
+//     READ/WRITE SECTORS, MULTIPLE and DMA (EXT, FUA), READ VERIFY, IDENTIFY,
+//     SET FEATURES, SET MULTIPLE MODE, FLUSH CACHE (EXT), DATA SET
+//     MANAGEMENT TRIM, READ NATIVE MAX ADDRESS (EXT), power management,
+//     EXECUTE DEVICE DIAGNOSTIC, INITIALIZE DEVICE PARAMETERS, SEEK,
+//     RECALIBRATE, NOP.
+//   - DMA: the bus-master seam the dma package implements (this package
+//     does not import it), and BufferDMA, a simple engine over one buffer.
+//   - Host: a host-side driver following Linux libata's sequence, issuing
+//     any command by PIO or DMA through a Port (a *Device is one).
+//
+// How commands end (Linux counts success as Status.OK):
+//
+//	success                         DRDY|DSC
+//	unsupported opcode or parameter DRDY|ERR, error ABRT
+//	address past the end            DRDY|ERR, error IDNF|ABRT, failing LBA in the LBA registers
+//	backend read error              DRDY|ERR, error UNC, failing LBA
+//	backend write/flush/trim error  DRDY|DF|ERR, error ABRT, failing LBA (not for flush)
+//	DMA engine error                DRDY|ERR, error ABRT
 package ata

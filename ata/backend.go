@@ -1,0 +1,98 @@
+package ata
+
+import (
+	"context"
+	"io"
+)
+
+// Backend is where the device keeps its sectors: sector n of the device is
+// bytes [n·size, (n+1)·size) of the backend, with size the logical sector
+// size. An *os.File, a memory disk and the nbd client all fit as they are.
+//
+// The device issues at most one call at a time per Device; several Devices
+// on one backend (a bridge running commands in parallel) issue concurrent
+// ReadAt and WriteAt calls on disjoint or overlapping ranges, which the
+// io.ReaderAt and io.WriterAt contracts allow. Implementations must not
+// retain the slices they are given.
+//
+// Optional methods, found by type assertion once, in NewDevice:
+//
+//	Flush(ctx context.Context) error                   // FLUSH CACHE, FUA, write-through
+//	Sync() error                                       // the same for an *os.File
+//	Trim(ctx context.Context, off, length int64) error // DATA SET MANAGEMENT TRIM
+//	Size() int64                                       // checked against DeviceInfo.Sectors
+//
+// A backend with neither Flush nor Sync is taken to be write-through: the
+// flushes succeed at once. Without Trim, DATA SET MANAGEMENT aborts.
+type Backend interface {
+	io.ReaderAt
+	io.WriterAt
+}
+
+// Flusher is the optional flush method of a Backend (the nbd client has it).
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// Syncer is the optional flush method of an *os.File.
+type Syncer interface {
+	Sync() error
+}
+
+// Trimmer is the optional discard method of a Backend (the nbd client and
+// memory disk have it). length is a multiple of the logical sector size.
+type Trimmer interface {
+	Trim(ctx context.Context, off, length int64) error
+}
+
+// Sizer reports the size of a Backend in bytes.
+type Sizer interface {
+	Size() int64
+}
+
+// tracker wraps the backend for one Device and records where the first
+// failing call failed, so that a failing DMA transfer (the engine returns
+// only the error) still reports the failing LBA. It lives inside the
+// Device: handing &d.track to an engine allocates nothing.
+type tracker struct {
+	b      Backend
+	failed bool
+	off    int64 // first failing byte
+	err    error // its error
+}
+
+func (t *tracker) reset() { t.failed, t.off, t.err = false, 0, nil }
+
+func (t *tracker) fail(off int64, err error) {
+	if !t.failed {
+		t.failed, t.off, t.err = true, off, err
+	}
+}
+
+// ReadAt reads from the backend. A full read that also reports io.EOF (the
+// end of the backend) is a success.
+func (t *tracker) ReadAt(p []byte, off int64) (int, error) {
+	n, err := t.b.ReadAt(p, off)
+	if err == io.EOF && n == len(p) {
+		err = nil
+	}
+	if err == nil && n < len(p) {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		t.fail(off+int64(n), err)
+	}
+	return n, err
+}
+
+// WriteAt writes to the backend.
+func (t *tracker) WriteAt(p []byte, off int64) (int, error) {
+	n, err := t.b.WriteAt(p, off)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		t.fail(off+int64(n), err)
+	}
+	return n, err
+}

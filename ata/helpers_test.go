@@ -1,0 +1,64 @@
+package ata_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/nhdkit/nhd/ata"
+)
+
+func testInfo(sectors uint64) ata.DeviceInfo {
+	return ata.DeviceInfo{
+		Model: "NHD Test Disk", Serial: "SN-0001", Firmware: "FW1",
+		Sectors: sectors, TRIM: true, WriteCache: true, RotationRate: ata.NonRotating,
+	}
+}
+
+type rig struct {
+	dev  *ata.Device
+	disk *memDisk
+	eng  *ata.BufferDMA
+	host *ata.Host
+}
+
+// newRig builds a device over a memDisk with a BufferDMA engine and a host
+// driver for it.
+func newRig(t testing.TB, info ata.DeviceInfo) *rig {
+	t.Helper()
+	ss := info.LogicalSectorSize
+	if ss == 0 {
+		ss = 512
+	}
+	r := &rig{disk: newMemDisk(int(info.Sectors), ss), eng: &ata.BufferDMA{}}
+	d, err := ata.NewDevice(ata.Config{Info: info, Backend: r.disk, DMA: r.eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dev = d
+	r.host = ata.NewHost(d, info.Sectors, r.eng)
+	r.host.SectorSize = ss
+	id := r.dev.Identify()
+	r.host.Multiple = id.Multiple()
+	return r
+}
+
+func newTestDevice(t testing.TB, info ata.DeviceInfo, dma ata.DMA) *ata.Device {
+	t.Helper()
+	d, err := ata.NewDevice(ata.Config{Info: info, Backend: newMemDisk(int(info.Sectors), 512), DMA: dma})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func asTransition(err error, te **ata.TransitionError) bool { return errors.As(err, te) }
+
+// ataErr returns err as an *ata.Error or fails.
+func ataErr(t testing.TB, err error) *ata.Error {
+	t.Helper()
+	var e *ata.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not an *ata.Error", err, err)
+	}
+	return e
+}
