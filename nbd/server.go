@@ -1,0 +1,452 @@
+package nbd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the Server's limits. Each applies when the matching field of
+// Server is zero.
+const (
+	// DefaultMaxInFlight is how many requests of one connection the server
+	// works on at once (each holds one buffer of up to MaxPayload bytes).
+	DefaultMaxInFlight = 16
+	// DefaultMaxConns is how many connections the server serves at once.
+	DefaultMaxConns = 256
+	// DefaultHandshakeTimeout bounds the whole option haggling of a
+	// connection, TLS included.
+	DefaultHandshakeTimeout = 30 * time.Second
+	// DefaultPreferredBlockSize is the preferred block size advertised
+	// when an Export sets none.
+	DefaultPreferredBlockSize = 4096
+)
+
+// Limits the server applies to option haggling, fixed by the protocol's
+// own bounds rather than by configuration.
+const (
+	// serverMaxOptionData bounds the data of one option: a name of 4096
+	// bytes plus info requests or meta context queries fits many times.
+	serverMaxOptionData = 64 << 10
+	// serverDiscardLimit is the most the server reads and throws away to
+	// answer an oversized option or write with an error instead of hanging
+	// up (proto.md: lengths below 2^25 are not a denial of service).
+	serverDiscardLimit = 1 << 25
+	// serverMaxOptions bounds the options of one handshake.
+	serverMaxOptions = 4096
+	// serverMaxExtents bounds the descriptors of one block status reply.
+	serverMaxExtents = 4096
+	// serverBlockStatusWindow bounds the range the server asks a backend
+	// to describe for one block status request (proto.md lets a server
+	// describe fewer bytes than asked).
+	serverBlockStatusWindow = 1 << 30
+	// serverMaxReadRuns bounds the chunks of one structured read reply;
+	// the rest of the range goes as one data chunk.
+	serverMaxReadRuns = 64
+	// serverMetaContextID is the id of base:allocation on every connection.
+	serverMetaContextID = 1
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("nbd: server closed")
+
+// MultiConnBackend is a Backend that can be served over several
+// connections at once: a Flush (and a FUA write) through any connection
+// makes the writes of every connection durable, and a write through one
+// connection is visible to reads through all others once it is answered.
+// The server advertises NBD_FLAG_CAN_MULTI_CONN only for such a backend
+// whose CanMultiConn returns true. MemDisk and FileDisk are.
+type MultiConnBackend interface {
+	CanMultiConn() bool
+}
+
+// Export is one export of a Server: a Backend under a name. The optional
+// interfaces of Backend (Flusher, FUAWriter, Trimmer, Zeroer,
+// BlockStatuser, Cacher, MultiConnBackend) decide what the export
+// advertises. The Backend's Size is read once, when the server starts.
+type Export struct {
+	// Name is what clients ask for; "" is the default export.
+	Name string
+	// Description is sent in NBD_REP_SERVER and NBD_INFO_DESCRIPTION.
+	Description string
+	// Backend stores the export's bytes. It is called from many
+	// goroutines at once.
+	Backend Backend
+	// ReadOnly refuses writes, trims and zeroes with EPERM.
+	ReadOnly bool
+	// Rotational sets NBD_FLAG_ROTATIONAL, a scheduling hint.
+	Rotational bool
+	// MinBlockSize is the alignment the server enforces on offsets and
+	// lengths (a power of two up to 64 KiB); 0 means 1 (no constraint).
+	MinBlockSize uint32
+	// PreferredBlockSize is advertised in NBD_INFO_BLOCK_SIZE (a power of
+	// two of at least 512); 0 means DefaultPreferredBlockSize.
+	PreferredBlockSize uint32
+}
+
+// Server serves exports over the NBD protocol (proto.md, fixed newstyle
+// negotiation, structured replies, base:allocation, STARTTLS) to any
+// number of clients. Set its fields, then call Serve with a listener (or
+// ServeConn with a connection); the fields must not change afterwards.
+// A Server is safe for concurrent use: Serve may run on many listeners,
+// and Shutdown and Close may be called from any goroutine.
+//
+// Requests of one connection are worked on concurrently, up to
+// MaxInFlight at a time, by a fixed pool of goroutines, each with its own
+// buffer; replies go out in completion order, each with exactly one Write
+// on the connection. In steady state a request allocates nothing.
+// Memory for request buffers is bounded by MaxConns x MaxInFlight x
+// MaxPayload.
+type Server struct {
+	// Exports are the exports served; names must be distinct.
+	Exports []Export
+
+	// TLSConfig enables NBD_OPT_STARTTLS when not nil.
+	TLSConfig *tls.Config
+	// RequireTLS refuses every option but STARTTLS and ABORT with
+	// NBD_REP_ERR_TLS_REQD until TLS is up (proto.md's FORCEDTLS mode).
+	// It needs TLSConfig.
+	RequireTLS bool
+
+	// MaxPayload is the largest READ or WRITE payload, advertised as the
+	// maximum block size; 0 means DefaultMaxPayload (32 MiB). A larger
+	// READ gets EINVAL (EOVERFLOW under FlagDF); a larger WRITE is read
+	// and discarded and gets EINVAL, or the connection is dropped if its
+	// length is beyond what the server is willing to read for nothing.
+	MaxPayload uint32
+	// MaxInFlight bounds the requests of one connection served at once;
+	// 0 means DefaultMaxInFlight.
+	MaxInFlight int
+	// MaxConns bounds the connections served at once; further ones are
+	// closed at accept. 0 means DefaultMaxConns.
+	MaxConns int
+	// HandshakeTimeout bounds the option haggling of a connection; 0
+	// means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+
+	// Logger receives connection events at Debug level and failures at
+	// Warn; nil discards them.
+	Logger *slog.Logger
+
+	initOnce sync.Once
+	initErr  error
+	exports  map[string]*serverExport
+	names    []string // sorted, for NBD_OPT_LIST
+
+	mu         sync.Mutex
+	listeners  map[*net.Listener]struct{}
+	conns      map[*serverConn]struct{}
+	inShutdown atomic.Bool
+	baseCtx    context.Context
+	cancel     context.CancelFunc
+}
+
+// serverExport is an Export with its capabilities resolved once.
+type serverExport struct {
+	Export
+	size       uint64
+	flags      ExportFlags // without ExportSendDF, which depends on the connection
+	minBlock   uint32
+	prefBlock  uint32
+	maxPayload uint32
+	flusher    Flusher
+	fua        FUAWriter
+	trimmer    Trimmer
+	zeroer     Zeroer
+	status     BlockStatuser
+	cacher     Cacher
+}
+
+func (s *Server) init() error {
+	s.initOnce.Do(func() {
+		s.baseCtx, s.cancel = context.WithCancel(context.Background())
+		s.listeners = make(map[*net.Listener]struct{})
+		s.conns = make(map[*serverConn]struct{})
+		s.initErr = s.resolveExports()
+	})
+	return s.initErr
+}
+
+func (s *Server) resolveExports() error {
+	if s.RequireTLS && s.TLSConfig == nil {
+		return errors.New("nbd: Server.RequireTLS set without a TLSConfig")
+	}
+	maxPayload := s.MaxPayload
+	if maxPayload == 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if s.MaxInFlight < 0 || s.MaxConns < 0 {
+		return errors.New("nbd: negative Server limit")
+	}
+	s.exports = make(map[string]*serverExport, len(s.Exports))
+	for i := range s.Exports {
+		e := &s.Exports[i]
+		if e.Backend == nil {
+			return fmt.Errorf("nbd: export %q has no Backend", e.Name)
+		}
+		if len(e.Name) > MaxStringLength || len(e.Description) > MaxStringLength {
+			return fmt.Errorf("nbd: export %q: name or description longer than %d bytes", e.Name, MaxStringLength)
+		}
+		if _, dup := s.exports[e.Name]; dup {
+			return fmt.Errorf("nbd: export %q listed twice", e.Name)
+		}
+		size := e.Backend.Size()
+		if size < 0 {
+			return fmt.Errorf("nbd: export %q has negative size %d", e.Name, size)
+		}
+		x := &serverExport{Export: *e, size: uint64(size), minBlock: e.MinBlockSize, prefBlock: e.PreferredBlockSize, maxPayload: maxPayload}
+		if x.minBlock == 0 {
+			x.minBlock = 1
+		}
+		if x.prefBlock == 0 {
+			x.prefBlock = max(DefaultPreferredBlockSize, x.minBlock)
+		}
+		if !serverPow2(x.minBlock) || x.minBlock > 64<<10 {
+			return fmt.Errorf("nbd: export %q: MinBlockSize %d is not a power of two up to 65536", e.Name, x.minBlock)
+		}
+		if !serverPow2(x.prefBlock) || x.prefBlock < max(512, x.minBlock) {
+			return fmt.Errorf("nbd: export %q: PreferredBlockSize %d is not a power of two of at least 512 and MinBlockSize", e.Name, x.prefBlock)
+		}
+		if x.maxPayload%x.minBlock != 0 || x.maxPayload < x.prefBlock {
+			return fmt.Errorf("nbd: export %q: MaxPayload %d is not a multiple of MinBlockSize of at least PreferredBlockSize", e.Name, x.maxPayload)
+		}
+		b := e.Backend
+		x.flags = ExportHasFlags | ExportSendCache
+		x.flusher, _ = b.(Flusher)
+		x.fua, _ = b.(FUAWriter)
+		x.trimmer, _ = b.(Trimmer)
+		x.zeroer, _ = b.(Zeroer)
+		x.status, _ = b.(BlockStatuser)
+		x.cacher, _ = b.(Cacher)
+		if x.flusher != nil {
+			x.flags |= ExportSendFlush | ExportSendFUA
+		}
+		if e.ReadOnly {
+			x.flags |= ExportReadOnly
+		} else {
+			x.flags |= ExportSendWriteZeroes | ExportSendFastZero
+			if x.trimmer != nil {
+				x.flags |= ExportSendTrim
+			}
+		}
+		if e.Rotational {
+			x.flags |= ExportRotational
+		}
+		if m, ok := b.(MultiConnBackend); ok && m.CanMultiConn() {
+			x.flags |= ExportCanMultiConn
+		}
+		s.exports[e.Name] = x
+		s.names = append(s.names, e.Name)
+	}
+	sort.Strings(s.names)
+	return nil
+}
+
+func serverPow2(v uint32) bool { return v != 0 && v&(v-1) == 0 }
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return serverDiscardLogger
+}
+
+var serverDiscardLogger = slog.New(slog.DiscardHandler)
+
+func (s *Server) maxInFlight() int {
+	if s.MaxInFlight > 0 {
+		return s.MaxInFlight
+	}
+	return DefaultMaxInFlight
+}
+
+func (s *Server) maxConns() int {
+	if s.MaxConns > 0 {
+		return s.MaxConns
+	}
+	return DefaultMaxConns
+}
+
+func (s *Server) handshakeTimeout() time.Duration {
+	if s.HandshakeTimeout > 0 {
+		return s.HandshakeTimeout
+	}
+	return DefaultHandshakeTimeout
+}
+
+// ListenAndServe listens on network and address ("unix", "/run/x.sock"
+// or "tcp", "127.0.0.1:10809") and calls Serve.
+func (s *Server) ListenAndServe(network, address string) error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	l, err := net.Listen(network, address)
+	if err != nil {
+		return err
+	}
+	return s.Serve(l)
+}
+
+// Serve accepts connections on l and serves each on its own goroutines
+// until l fails or the server is shut down; it closes l before it
+// returns. After Shutdown or Close it returns ErrServerClosed; an invalid
+// export configuration is reported before anything is accepted.
+func (s *Server) Serve(l net.Listener) error {
+	if err := s.init(); err != nil {
+		l.Close()
+		return err
+	}
+	if !s.trackListener(&l, true) {
+		l.Close()
+		return ErrServerClosed
+	}
+	defer s.trackListener(&l, false)
+	defer l.Close()
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.inShutdown.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Transient (EMFILE and friends): back off, as net/http does.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logger().Warn("nbd: accept failed; retrying", "err", err, "delay", delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := s.newConn(nc)
+		if !s.trackConn(c) {
+			s.logger().Warn("nbd: connection refused: server full or shutting down", "remote", nc.RemoteAddr(), "max_conns", s.maxConns())
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// ServeConn serves one connection that is already open (one end of a
+// socketpair, an inherited descriptor) and returns when the client
+// disconnects, the session fails or the server closes; it closes nc. It
+// returns nil after a clean disconnect (NBD_CMD_DISC or NBD_OPT_ABORT).
+func (s *Server) ServeConn(nc net.Conn) error {
+	if err := s.init(); err != nil {
+		nc.Close()
+		return err
+	}
+	c := s.newConn(nc)
+	if !s.trackConn(c) {
+		nc.Close()
+		return ErrServerClosed
+	}
+	return c.serve()
+}
+
+func (s *Server) trackListener(l *net.Listener, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.inShutdown.Load() {
+			return false
+		}
+		s.listeners[l] = struct{}{}
+	} else {
+		delete(s.listeners, l)
+	}
+	return true
+}
+
+func (s *Server) trackConn(c *serverConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inShutdown.Load() || len(s.conns) >= s.maxConns() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrackConn(c *serverConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Shutdown stops the server gracefully: it closes the listeners, drops
+// connections still haggling options, stops reading new requests, lets
+// every request already read finish and be answered, closes the
+// connections, and then flushes every export whose Backend is a Flusher,
+// so that no write the server acknowledged is lost. If ctx ends first,
+// Shutdown closes everything at once (as Close) and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.inShutdown.Store(true)
+	for l := range s.listeners {
+		(*l).Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			s.Close()
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	var errs []error
+	for _, name := range s.names {
+		if f := s.exports[name].flusher; f != nil {
+			if err := f.Flush(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("nbd: flush export %q at shutdown: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops the server at once: it closes the listeners and every
+// connection and cancels the context of backend calls in progress. Requests
+// in flight are abandoned; use Shutdown to finish them.
+func (s *Server) Close() error {
+	if err := s.init(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inShutdown.Store(true)
+	for l := range s.listeners {
+		(*l).Close()
+	}
+	for c := range s.conns {
+		c.nc().Close()
+	}
+	s.cancel()
+	return nil
+}

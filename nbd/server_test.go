@@ -1,0 +1,349 @@
+package nbd
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func serverTestDisk(t testing.TB, size int64, ro bool) (*MemDisk, string) {
+	d := NewMemDisk(size)
+	path := serverTestStart(t, &Server{Exports: []Export{{Name: "disk", Description: "a test disk", Backend: d, ReadOnly: ro}}})
+	return d, path
+}
+
+func TestServerGoInfo(t *testing.T) {
+	_, path := serverTestDisk(t, 1<<20, false)
+	c := serverTestDial(t, path)
+	info := c.negotiate("disk", true, true)
+	want := ExportInfo{
+		Size: 1 << 20,
+		Flags: ExportHasFlags | ExportSendFlush | ExportSendFUA | ExportSendTrim | ExportSendWriteZeroes |
+			ExportSendDF | ExportCanMultiConn | ExportSendCache | ExportSendFastZero,
+		MinBlock: 1, PreferredBlock: 4096, MaxPayload: DefaultMaxPayload,
+	}
+	if diff := cmp.Diff(want, info); diff != "" {
+		t.Fatalf("GO info (-want +got):\n%s", diff)
+	}
+	c.request(CmdDisc, 0, 1, 0, 0, nil)
+	if n, err := c.nc.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after DISC read %d, %v; want EOF", n, err)
+	}
+}
+
+func TestServerReadWriteSimple(t *testing.T) {
+	d, path := serverTestDisk(t, 1<<20, false)
+	c := serverTestDial(t, path)
+	c.negotiate("disk", false, false)
+	data := bytes.Repeat([]byte("nhd!"), 3000)
+	c.request(CmdWrite, FlagFUA, 7, 5000, uint32(len(data)), data)
+	if r, _ := c.simple(0); r.Error != 0 || r.Cookie != 7 {
+		t.Fatalf("write reply %+v", r)
+	}
+	got := make([]byte, len(data))
+	if _, err := d.ReadAt(got, 5000); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("backend holds different bytes (err %v)", err)
+	}
+	c.request(CmdRead, 0, 8, 4999, uint32(len(data)+2), nil)
+	r, back := c.simple(len(data) + 2)
+	if r.Error != 0 || r.Cookie != 8 {
+		t.Fatalf("read reply %+v", r)
+	}
+	want := append(append([]byte{0}, data...), 0)
+	if !bytes.Equal(back, want) {
+		t.Fatal("read back differs")
+	}
+}
+
+func TestServerStructuredReadHoles(t *testing.T) {
+	d, path := serverTestDisk(t, 1<<20, false)
+	// Data in chunks 1 and 3, holes in 0, 2 and beyond.
+	d.WriteAt(bytes.Repeat([]byte{1}, MemDiskChunkSize), MemDiskChunkSize)
+	d.WriteAt(bytes.Repeat([]byte{3}, 100), 3*MemDiskChunkSize+10)
+	c := serverTestDial(t, path)
+	c.negotiate("disk", true, true)
+
+	const off, n = 1000, 5 * MemDiskChunkSize
+	c.request(CmdRead, 0, 9, off, n, nil)
+	cs := c.chunks()
+	got, holes, err := serverTestAssemble(t, cs, off, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, n)
+	if _, err := d.ReadAt(want, off); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("structured read differs from the disk")
+	}
+	if wantHoles := MemDiskChunkSize - off + MemDiskChunkSize + MemDiskChunkSize + off; holes != wantHoles {
+		t.Fatalf("holes cover %d bytes, want %d (chunks: %d)", holes, wantHoles, len(cs))
+	}
+
+	// Under DF a mix of data and holes is one data chunk.
+	c.request(CmdRead, FlagDF, 10, off, n, nil)
+	cs = c.chunks()
+	if len(cs) != 1 || cs[0].Type != ChunkOffsetData || !cs[0].Flags.Has(ReplyFlagDone) {
+		t.Fatalf("DF read: %d chunks, first %v", len(cs), cs[0].Type)
+	}
+	if got, _, _ := serverTestAssemble(t, cs, off, n); !bytes.Equal(got, want) {
+		t.Fatal("DF read differs from the disk")
+	}
+
+	// Block status describes the same layout.
+	c.request(CmdBlockStatus, 0, 11, 0, 4*MemDiskChunkSize, nil)
+	cs = c.chunks()
+	if len(cs) != 1 || cs[0].Type != ChunkBlockStatus {
+		t.Fatalf("block status: %+v", cs)
+	}
+	id, ext, err := ParseBlockStatus(cs[0].payload, nil)
+	if err != nil || id != serverMetaContextID {
+		t.Fatalf("block status payload: id %d, %v", id, err)
+	}
+	hz := ExtentHole | ExtentZero
+	wantExt := []Extent{{MemDiskChunkSize, hz}, {MemDiskChunkSize, 0}, {MemDiskChunkSize, hz}, {MemDiskChunkSize, 0}}
+	if diff := cmp.Diff(wantExt, ext); diff != "" {
+		t.Fatalf("extents (-want +got):\n%s", diff)
+	}
+	c.request(CmdBlockStatus, FlagReqOne, 12, 0, 4*MemDiskChunkSize, nil)
+	cs = c.chunks()
+	if _, ext, _ := ParseBlockStatus(cs[0].payload, nil); len(ext) != 1 || ext[0] != wantExt[0] {
+		t.Fatalf("REQ_ONE extents %+v", ext)
+	}
+}
+
+// Errors the spec names for bad requests, with the connection still
+// usable after each.
+func TestServerRequestErrors(t *testing.T) {
+	_, rwPath := serverTestDisk(t, 1<<20, false)
+	_, roPath := serverTestDisk(t, 1<<20, true)
+	const size = 1 << 20
+	tests := []struct {
+		name       string
+		ro         bool
+		structured bool
+		typ        Command
+		flags      CmdFlags
+		off        uint64
+		length     uint32
+		want       Errno
+	}{
+		{"read past end", false, false, CmdRead, 0, size - 10, 20, EINVAL},
+		{"read offset overflow", false, true, CmdRead, 0, ^uint64(0) - 5, 10, EINVAL},
+		{"write past end", false, false, CmdWrite, 0, size - 10, 20, ENOSPC},
+		{"zeroes past end", false, false, CmdWriteZeroes, 0, size, 1, ENOSPC},
+		{"trim past end", false, false, CmdTrim, 0, size, 1, EINVAL},
+		{"cache past end", false, false, CmdCache, 0, size, 1, EINVAL},
+		{"block status past end", false, true, CmdBlockStatus, 0, size - 1, 2, EINVAL},
+		{"unknown command", false, false, Command(42), 0, 0, 0, EINVAL},
+		{"resize", false, false, CmdResize, 0, 0, 0, EINVAL},
+		{"unknown flag", false, false, CmdRead, 1 << 9, 0, 512, EINVAL},
+		{"DF without structured", false, false, CmdRead, FlagDF, 0, 512, EINVAL},
+		{"REQ_ONE on read", false, true, CmdRead, FlagReqOne, 0, 512, EINVAL},
+		{"NO_HOLE on write", false, false, CmdWrite, FlagNoHole, 0, 512, EINVAL},
+		{"flush with length", false, false, CmdFlush, 0, 0, 512, EINVAL},
+		{"read too long", false, false, CmdRead, 0, 0, DefaultMaxPayload + 1, EINVAL},
+		{"block status without context", false, false, CmdBlockStatus, 0, 0, 512, EINVAL},
+		{"write read-only", true, false, CmdWrite, 0, 0, 512, EPERM},
+		{"trim read-only", true, true, CmdTrim, 0, 0, 512, EPERM},
+		{"zeroes read-only", true, false, CmdWriteZeroes, 0, 0, 512, EPERM},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := rwPath
+			if tc.ro {
+				path = roPath
+			}
+			c := serverTestDial(t, path)
+			c.negotiate("disk", tc.structured, false)
+			var payload []byte
+			if tc.typ == CmdWrite {
+				payload = make([]byte, tc.length)
+			}
+			c.request(tc.typ, tc.flags, 77, tc.off, tc.length, payload)
+			var got Errno
+			if s, ch := c.anyReply(); s != nil {
+				got = s.Error
+				if s.Cookie != 77 {
+					t.Fatalf("cookie %d", s.Cookie)
+				}
+			} else {
+				e, err := ParseErrorChunk(ch.Type, ch.payload)
+				if err != nil || !ch.Flags.Has(ReplyFlagDone) || ch.Cookie != 77 {
+					t.Fatalf("error chunk %+v: %v", ch.ChunkHeader, err)
+				}
+				got = e.Error
+			}
+			if got != tc.want {
+				t.Fatalf("error %v, want %v", got, tc.want)
+			}
+			// The connection still works.
+			c.request(CmdRead, 0, 78, 0, 512, nil)
+			if tc.structured {
+				if _, _, err := serverTestAssemble(t, c.chunks(), 0, 512); err != nil {
+					t.Fatal(err)
+				}
+			} else if r, _ := c.simple(512); r.Error != 0 || r.Cookie != 78 {
+				t.Fatalf("read after error: %+v", r)
+			}
+		})
+	}
+}
+
+// A structured READ that fails must still get a structured reply.
+func TestServerStructuredReadError(t *testing.T) {
+	_, path := serverTestDisk(t, 1<<20, false)
+	c := serverTestDial(t, path)
+	c.negotiate("disk", true, false)
+	c.request(CmdRead, 0, 5, 1<<20, 512, nil)
+	cs := c.chunks()
+	if _, _, err := serverTestAssemble(t, cs, 1<<20, 512); !errors.Is(err, EINVAL) {
+		t.Fatalf("error %v, want EINVAL", err)
+	}
+}
+
+func TestServerBadMagicHangsUp(t *testing.T) {
+	_, path := serverTestDisk(t, 1<<20, false)
+	c := serverTestDial(t, path)
+	c.negotiate("disk", false, false)
+	var b [RequestSize]byte
+	(&Request{Type: CmdRead, Length: 512}).Put(&b)
+	b[0] ^= 0xff
+	c.write(b[:])
+	if n, err := io.ReadFull(c.nc, make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("after bad magic read %d, %v; want the connection closed", n, err)
+	}
+}
+
+// A write longer than the maximum payload is read, thrown away and
+// refused with EINVAL; the connection goes on.
+func TestServerOversizeWrite(t *testing.T) {
+	d := NewMemDisk(1 << 20)
+	path := serverTestStart(t, &Server{MaxPayload: 64 << 10, Exports: []Export{{Backend: d}}})
+	c := serverTestDial(t, path)
+	info := c.negotiate("", false, false)
+	if info.MaxPayload != 64<<10 {
+		t.Fatalf("advertised maximum %d", info.MaxPayload)
+	}
+	big := bytes.Repeat([]byte{9}, 64<<10+512)
+	c.request(CmdWrite, 0, 1, 0, uint32(len(big)), big)
+	if r, _ := c.simple(0); r.Error != EINVAL {
+		t.Fatalf("oversize write: %v, want EINVAL", r.Error)
+	}
+	if d.Allocated() != 0 {
+		t.Fatal("oversize write reached the backend")
+	}
+	c.request(CmdRead, 0, 2, 0, 64<<10+512, nil)
+	if r, _ := c.simple(0); r.Error != EINVAL {
+		t.Fatalf("oversize read: %v, want EINVAL", r.Error)
+	}
+	c.request(CmdWrite, 0, 3, 0, 4, []byte("abcd"))
+	if r, _ := c.simple(0); r.Error != 0 {
+		t.Fatalf("write after oversize: %v", r.Error)
+	}
+	// Beyond what the server reads for nothing: hang-up.
+	c.request(CmdWrite, 0, 4, 0, serverDiscardLimit+1, nil)
+	if n, err := io.ReadFull(c.nc, make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("after a huge write header read %d, %v; want the connection closed", n, err)
+	}
+}
+
+// Golden bytes of the server's handshake messages, written out from the
+// layouts in proto.md.
+func TestServerHandshakeGolden(t *testing.T) {
+	path := serverTestStart(t, &Server{Exports: []Export{{Name: "ab", Description: "xy", Backend: NewMemDisk(0x10000)}}})
+	c := serverTestDial(t, path)
+	// Greeting: NBDMAGIC, IHAVEOPT, flags FIXED_NEWSTYLE|NO_ZEROES.
+	c.hello(ClientFixedNewstyle)
+
+	c.sendOpt(OptList, nil)
+	got := c.read(OptionReplySize + 4 + 2 + 2 + OptionReplySize)
+	want := []byte{
+		0x00, 0x03, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9, // reply magic
+		0, 0, 0, 3, // NBD_OPT_LIST
+		0, 0, 0, 2, // NBD_REP_SERVER
+		0, 0, 0, 8, // length
+		0, 0, 0, 2, 'a', 'b', 'x', 'y', // name length, name, description
+		0x00, 0x03, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9,
+		0, 0, 0, 3,
+		0, 0, 0, 1, // NBD_REP_ACK
+		0, 0, 0, 0,
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("LIST replies\n got % x\nwant % x", got, want)
+	}
+
+	c.sendOpt(OptionCode(99), []byte{1, 2, 3})
+	got = c.read(OptionReplySize)
+	want = []byte{0x00, 0x03, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9, 0, 0, 0, 99, 0x80, 0, 0, 1, 0, 0, 0, 0}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("unknown option reply\n got % x\nwant % x", got, want)
+	}
+
+	// EXPORT_NAME without NO_ZEROES: size, flags, 124 zeroes.
+	c.sendOpt(OptExportName, []byte("ab"))
+	got = c.read(ExportNameReplySize + ExportNameZeroes)
+	want = make([]byte, 134)
+	copy(want, []byte{0, 0, 0, 0, 0, 1, 0, 0, 0x0d, 0x6d}) // 64 KiB; flags below
+	// HAS_FLAGS|SEND_FLUSH|SEND_FUA|SEND_TRIM|SEND_WRITE_ZEROES|CAN_MULTI_CONN|SEND_CACHE|SEND_FAST_ZERO
+	f := ExportHasFlags | ExportSendFlush | ExportSendFUA | ExportSendTrim | ExportSendWriteZeroes | ExportCanMultiConn | ExportSendCache | ExportSendFastZero
+	binary.BigEndian.PutUint16(want[8:], uint16(f))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("EXPORT_NAME reply\n got % x\nwant % x", got, want)
+	}
+}
+
+// Golden bytes of transmission replies: simple, OFFSET_DATA, OFFSET_HOLE,
+// BLOCK_STATUS and ERROR.
+func TestServerReplyGolden(t *testing.T) {
+	d := NewMemDisk(2 * MemDiskChunkSize)
+	d.WriteAt([]byte{0xaa, 0xbb}, MemDiskChunkSize)
+	path := serverTestStart(t, &Server{Exports: []Export{{Backend: d}}})
+	c := serverTestDial(t, path)
+	c.negotiate("", true, true)
+
+	c.request(CmdFlush, 0, 0x0102030405060708, 0, 0, nil)
+	want := []byte{0x67, 0x44, 0x66, 0x98, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}
+	if got := c.read(16); !bytes.Equal(got, want) {
+		t.Fatalf("flush reply\n got % x\nwant % x", got, want)
+	}
+
+	// Read 4 bytes across the hole/data boundary: a hole chunk, then a
+	// data chunk with DONE.
+	c.request(CmdRead, 0, 5, MemDiskChunkSize-2, 4, nil)
+	want = []byte{
+		0x66, 0x8e, 0x33, 0xef, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 12, // OFFSET_HOLE
+		0, 0, 0, 0, 0, 0, 0xff, 0xfe, 0, 0, 0, 2, // offset 65534, size 2
+		0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 10, // OFFSET_DATA, DONE
+		0, 0, 0, 0, 0, 1, 0, 0, 0xaa, 0xbb, // offset 65536, data
+	}
+	if got := c.read(len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("read reply\n got % x\nwant % x", got, want)
+	}
+
+	c.request(CmdBlockStatus, 0, 6, 0, 2*MemDiskChunkSize, nil)
+	want = []byte{
+		0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 5, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 20, // BLOCK_STATUS, DONE
+		0, 0, 0, 1, // context id
+		0, 1, 0, 0, 0, 0, 0, 3, // 64 KiB hole|zero
+		0, 1, 0, 0, 0, 0, 0, 0, // 64 KiB data
+	}
+	if got := c.read(len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("block status reply\n got % x\nwant % x", got, want)
+	}
+
+	c.request(Command(200), 0, 7, 0, 0, nil)
+	msg := "unknown command"
+	want = append([]byte{
+		0x66, 0x8e, 0x33, 0xef, 0, 1, 0x80, 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, byte(6 + len(msg)),
+		0, 0, 0, 22, 0, byte(len(msg)),
+	}, msg...)
+	if got := c.read(len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("error reply\n got % x\nwant % x", got, want)
+	}
+}

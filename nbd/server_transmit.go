@@ -1,0 +1,556 @@
+package nbd
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"sync"
+)
+
+// serverHeadroom is the space kept in front of a request's data in its
+// slot buffer: a structured chunk header and the OFFSET_DATA offset, so a
+// read reply (simple or structured) is header and data in one contiguous
+// buffer, sent with one Write.
+const serverHeadroom = ChunkHeaderSize + OffsetDataHeaderSize
+
+// serverHoleChunkSize is the size of a whole OFFSET_HOLE chunk.
+const serverHoleChunkSize = ChunkHeaderSize + OffsetHoleSize
+
+// serverMaxMessage bounds the message of an error chunk.
+const serverMaxMessage = 128
+
+// serverSlot is one request in flight and everything it needs: its header,
+// its buffer (payload in, reply out) and scratch space. A connection owns
+// MaxInFlight slots and reuses them, so steady state allocates nothing.
+type serverSlot struct {
+	hdr   [RequestSize]byte
+	req   Request
+	errno Errno  // set by the reader when the request already failed
+	msg   string // ... and why
+	buf   []byte
+	ext   []Extent
+	runs  []serverRun
+	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
+}
+
+// serverRun is a piece of a structured read reply: data or a hole.
+type serverRun struct {
+	off  uint64
+	n    uint32
+	hole bool
+}
+
+// grow returns the slot's buffer with length n, reallocating only when it
+// is too small.
+func (s *serverSlot) grow(n int) []byte {
+	if cap(s.buf) < n {
+		// Round up to 64 KiB so slightly larger requests reuse it.
+		s.buf = make([]byte, (n+(64<<10)-1)&^((64<<10)-1))
+	}
+	return s.buf[:n]
+}
+
+// transmit serves requests until the client disconnects or the session
+// fails. One goroutine reads requests (this one), MaxInFlight workers
+// serve them; replies are serialized by wmu, one Write each.
+type serverTransmitState struct {
+	wmu  sync.Mutex
+	werr error
+}
+
+func (c *serverConn) transmit() error {
+	n := c.srv.maxInFlight()
+	slots := make([]serverSlot, n)
+	free := make(chan *serverSlot, n)
+	work := make(chan *serverSlot, n)
+	for i := range slots {
+		slots[i].ext = make([]Extent, 0, 64)
+		slots[i].runs = make([]serverRun, 0, serverMaxReadRuns)
+		free <- &slots[i]
+	}
+	var ts serverTransmitState
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		go func() {
+			defer wg.Done()
+			for s := range work {
+				c.handle(&ts, s)
+				free <- s
+			}
+		}()
+	}
+	err := c.readRequests(free, work)
+	close(work)
+	wg.Wait()
+	if err == nil {
+		ts.wmu.Lock()
+		err = ts.werr
+		ts.wmu.Unlock()
+	}
+	return err
+}
+
+// readRequests reads request headers and write payloads into free slots
+// and hands them to the workers. It returns nil on NBD_CMD_DISC, on a
+// client that hangs up between requests, and when Shutdown stops it.
+func (c *serverConn) readRequests(free, work chan *serverSlot) error {
+	br := bufio.NewReaderSize(c.netc, 64<<10)
+	maxPayload := c.export.maxPayload
+	for {
+		var s *serverSlot
+		select {
+		case s = <-free:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+		if _, err := io.ReadFull(br, s.hdr[:]); err != nil {
+			free <- s
+			return c.readError(err, false)
+		}
+		if err := s.req.Parse(&s.hdr); err != nil {
+			free <- s
+			return err // proto.md: bad magic, hard disconnect
+		}
+		s.errno, s.msg = 0, ""
+		switch s.req.Type {
+		case CmdDisc:
+			// proto.md: handle all outstanding requests, then close.
+			free <- s
+			return errServerHangUp
+		case CmdWrite:
+			l := s.req.Length
+			if l > maxPayload {
+				// proto.md allows a hard disconnect for a payload large
+				// enough to be a denial of service, but not below 2^25.
+				if l > serverDiscardLimit {
+					free <- s
+					return &ProtocolError{Msg: "write payload of " + serverUitoa(uint64(l)) + " bytes"}
+				}
+				if _, err := io.CopyN(io.Discard, br, int64(l)); err != nil {
+					free <- s
+					return c.readError(err, true)
+				}
+				s.errno, s.msg = EINVAL, "write longer than the maximum payload"
+			} else {
+				b := s.grow(serverHeadroom + int(l))
+				if _, err := io.ReadFull(br, b[serverHeadroom:]); err != nil {
+					free <- s
+					return c.readError(err, true)
+				}
+			}
+		}
+		work <- s
+	}
+}
+
+// readError classifies a failed read: a client gone between requests or a
+// read stopped by Shutdown is a normal end.
+func (c *serverConn) readError(err error, midRequest bool) error {
+	if c.srv.inShutdown.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	if err == io.EOF && !midRequest {
+		return errServerHangUp
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// send writes one whole reply. After the first failure the connection is
+// closed (which stops the reader) and later replies are dropped.
+func (c *serverConn) send(ts *serverTransmitState, b []byte) {
+	ts.wmu.Lock()
+	if ts.werr == nil {
+		if _, err := c.netc.Write(b); err != nil {
+			ts.werr = err
+			c.netc.Close()
+		}
+	}
+	ts.wmu.Unlock()
+}
+
+func (c *serverConn) sendOK(ts *serverTransmitState, s *serverSlot) {
+	b := (*[SimpleReplySize]byte)(s.small[:SimpleReplySize])
+	r := SimpleReply{Cookie: s.req.Cookie}
+	r.Put(b)
+	c.send(ts, b[:])
+}
+
+// sendError answers with e: a structured ERROR chunk with a message once
+// structured replies are negotiated (required for READ, preferred for the
+// rest), a simple reply otherwise.
+func (c *serverConn) sendError(ts *serverTransmitState, s *serverSlot, e Errno, msg string) {
+	if !c.structured {
+		b := (*[SimpleReplySize]byte)(s.small[:SimpleReplySize])
+		r := SimpleReply{Error: e, Cookie: s.req.Cookie}
+		r.Put(b)
+		c.send(ts, b[:])
+		return
+	}
+	if msg == "" {
+		msg = e.Syscall().Error()
+	}
+	if len(msg) > serverMaxMessage {
+		msg = msg[:serverMaxMessage]
+	}
+	n := ChunkHeaderSize + 6 + len(msg)
+	b := s.small[:n]
+	h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkError, Cookie: s.req.Cookie, Length: uint32(6 + len(msg))}
+	h.Put((*[ChunkHeaderSize]byte)(b))
+	binary.BigEndian.PutUint32(b[ChunkHeaderSize:], uint32(e))
+	binary.BigEndian.PutUint16(b[ChunkHeaderSize+4:], uint16(len(msg)))
+	copy(b[ChunkHeaderSize+6:], msg)
+	c.send(ts, b)
+}
+
+func (c *serverConn) finish(ts *serverTransmitState, s *serverSlot, err error) {
+	if err != nil {
+		c.sendError(ts, s, ErrnoOf(err), "")
+		return
+	}
+	c.sendOK(ts, s)
+}
+
+// check validates a request against the export and what was negotiated
+// (proto.md, "Error values"): EINVAL for unknown commands, flags not
+// valid for the command, features not advertised, reads and trims past
+// the end and misaligned requests; ENOSPC for writes past the end; EPERM
+// for changes to a read-only export.
+func (c *serverConn) check(r *Request) (Errno, string) {
+	x := c.export
+	allowed := CmdFlags(0)
+	if c.flags.Has(ExportSendFUA) {
+		allowed |= FlagFUA
+	}
+	switch r.Type {
+	case CmdRead:
+		if c.structured {
+			allowed |= FlagDF
+		}
+	case CmdWriteZeroes:
+		allowed |= FlagNoHole | FlagFastZero
+	case CmdBlockStatus:
+		allowed |= FlagReqOne
+	case CmdWrite, CmdFlush, CmdTrim, CmdCache:
+	default:
+		return EINVAL, "unknown command"
+	}
+	if r.Flags&^allowed != 0 {
+		return EINVAL, "command flag not valid here"
+	}
+	switch r.Type {
+	case CmdWrite, CmdTrim, CmdWriteZeroes:
+		if x.ReadOnly {
+			return EPERM, "export is read-only"
+		}
+	}
+	switch r.Type {
+	case CmdFlush:
+		if x.flusher == nil {
+			return EINVAL, "flush not supported"
+		}
+		if r.Offset != 0 || r.Length != 0 {
+			return EINVAL, "flush with nonzero offset or length"
+		}
+		return 0, ""
+	case CmdTrim:
+		if x.trimmer == nil {
+			return EINVAL, "trim not supported"
+		}
+	case CmdBlockStatus:
+		if !c.statusOK {
+			return EINVAL, "no metadata context negotiated"
+		}
+		if r.Length == 0 {
+			return EINVAL, "block status of length 0"
+		}
+	}
+	off, n := r.Offset, uint64(r.Length)
+	if off > x.size || n > x.size-off {
+		if r.Type == CmdWrite || r.Type == CmdWriteZeroes {
+			return ENOSPC, "write past the end of the export"
+		}
+		return EINVAL, "request past the end of the export"
+	}
+	if x.minBlock > 1 && (off|n)&uint64(x.minBlock-1) != 0 {
+		return EINVAL, "request not aligned to the minimum block size"
+	}
+	switch r.Type {
+	case CmdRead:
+		if r.Length > x.maxPayload {
+			if r.Flags.Has(FlagDF) {
+				return EOVERFLOW, "read too large to send unfragmented"
+			}
+			return EINVAL, "read longer than the maximum payload"
+		}
+	case CmdCache:
+		if r.Length > x.maxPayload {
+			return EINVAL, "cache longer than the maximum payload"
+		}
+	}
+	return 0, ""
+}
+
+// handle serves one request and sends its reply.
+func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
+	if s.errno != 0 {
+		c.sendError(ts, s, s.errno, s.msg)
+		return
+	}
+	r := &s.req
+	if e, msg := c.check(r); e != 0 {
+		c.sendError(ts, s, e, msg)
+		return
+	}
+	x := c.export
+	ctx := c.ctx
+	off, n := int64(r.Offset), int64(r.Length)
+	fua := r.Flags.Has(FlagFUA) && x.flusher != nil
+	switch r.Type {
+	case CmdRead:
+		if c.structured {
+			c.readStructured(ts, s)
+		} else {
+			c.readSimple(ts, s)
+		}
+	case CmdWrite:
+		p := s.buf[serverHeadroom : serverHeadroom+int(n)]
+		var err error
+		switch {
+		case fua && x.fua != nil:
+			_, err = x.fua.WriteAtFUA(p, off)
+		default:
+			_, err = x.Backend.WriteAt(p, off)
+			if err == nil && fua {
+				err = x.flusher.Flush(ctx)
+			}
+		}
+		c.finish(ts, s, err)
+	case CmdFlush:
+		c.finish(ts, s, x.flusher.Flush(ctx))
+	case CmdTrim:
+		err := x.trimmer.Trim(ctx, off, n)
+		if err == nil && fua {
+			err = x.flusher.Flush(ctx)
+		}
+		c.finish(ts, s, err)
+	case CmdWriteZeroes:
+		err := c.writeZeroes(r, off, n)
+		if err == nil && fua {
+			err = x.flusher.Flush(ctx)
+		}
+		c.finish(ts, s, err)
+	case CmdCache:
+		var err error
+		if x.cacher != nil {
+			err = x.cacher.Cache(ctx, off, n)
+		}
+		c.finish(ts, s, err)
+	case CmdBlockStatus:
+		c.blockStatus(ts, s)
+	}
+}
+
+// serverZeroes is written where a backend has no Zeroer.
+var serverZeroes [64 << 10]byte
+
+func (c *serverConn) writeZeroes(r *Request, off, n int64) error {
+	x := c.export
+	if x.zeroer != nil {
+		err := x.zeroer.WriteZeroes(c.ctx, off, n, r.Flags&(FlagNoHole|FlagFastZero))
+		// proto.md: without FlagFastZero the server MUST NOT fail with
+		// ENOTSUP; fall back to writing zeroes.
+		if err == nil || r.Flags.Has(FlagFastZero) || ErrnoOf(err) != ENOTSUP {
+			return err
+		}
+	} else if r.Flags.Has(FlagFastZero) {
+		return ENOTSUP // no faster than a write
+	}
+	for n > 0 {
+		k := min(n, int64(len(serverZeroes)))
+		if _, err := x.Backend.WriteAt(serverZeroes[:k], off); err != nil {
+			return err
+		}
+		off += k
+		n -= k
+	}
+	return nil
+}
+
+func (c *serverConn) readSimple(ts *serverTransmitState, s *serverSlot) {
+	n := int(s.req.Length)
+	b := s.grow(serverHeadroom + n)
+	if n > 0 {
+		if _, err := c.export.Backend.ReadAt(b[serverHeadroom:], int64(s.req.Offset)); err != nil {
+			c.sendError(ts, s, ErrnoOf(err), "")
+			return
+		}
+	}
+	h := b[serverHeadroom-SimpleReplySize : serverHeadroom]
+	r := SimpleReply{Cookie: s.req.Cookie}
+	r.Put((*[SimpleReplySize]byte)(h))
+	c.send(ts, b[serverHeadroom-SimpleReplySize:])
+}
+
+// readStructured answers a READ with OFFSET_DATA chunks for data and
+// OFFSET_HOLE chunks for ranges the backend reports as reading zero, all
+// laid out in the slot's buffer and sent with one Write. Everything is
+// read before anything is sent, so the last content chunk carries DONE.
+func (c *serverConn) readStructured(ts *serverTransmitState, s *serverSlot) {
+	r := &s.req
+	if r.Length == 0 {
+		b := s.small[:ChunkHeaderSize]
+		h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkNone, Cookie: r.Cookie}
+		h.Put((*[ChunkHeaderSize]byte)(b))
+		c.send(ts, b)
+		return
+	}
+	runs := c.readRuns(s)
+	b := s.grow(serverHeadroom + int(r.Length) + serverHoleChunkSize*len(runs))
+	pos := 0
+	for i, run := range runs {
+		var flags ReplyFlags
+		if i == len(runs)-1 {
+			flags = ReplyFlagDone
+		}
+		if run.hole {
+			h := ChunkHeader{Flags: flags, Type: ChunkOffsetHole, Cookie: r.Cookie, Length: OffsetHoleSize}
+			h.Put((*[ChunkHeaderSize]byte)(b[pos:]))
+			PutOffsetHole((*[OffsetHoleSize]byte)(b[pos+ChunkHeaderSize:]), run.off, run.n)
+			pos += serverHoleChunkSize
+			continue
+		}
+		h := ChunkHeader{Flags: flags, Type: ChunkOffsetData, Cookie: r.Cookie, Length: OffsetDataHeaderSize + run.n}
+		h.Put((*[ChunkHeaderSize]byte)(b[pos:]))
+		binary.BigEndian.PutUint64(b[pos+ChunkHeaderSize:], run.off)
+		pos += serverHeadroom
+		if _, err := c.export.Backend.ReadAt(b[pos:pos+int(run.n)], int64(run.off)); err != nil {
+			c.sendError(ts, s, ErrnoOf(err), "")
+			return
+		}
+		pos += int(run.n)
+	}
+	c.send(ts, b[:pos])
+}
+
+// readRuns splits a read into data and hole runs from the backend's
+// block status; without one (or under FlagDF with any data) the whole
+// read is one data run.
+func (c *serverConn) readRuns(s *serverSlot) []serverRun {
+	r := &s.req
+	runs := s.runs[:0]
+	whole := serverRun{off: r.Offset, n: r.Length}
+	x := c.export
+	if x.status == nil {
+		return append(runs, whole)
+	}
+	ext, err := x.status.BlockStatus(c.ctx, int64(r.Offset), int64(r.Length), s.ext[:0])
+	if cap(ext) <= serverMaxExtents {
+		s.ext = ext[:0]
+	}
+	if err != nil {
+		return append(runs, whole)
+	}
+	off, end := r.Offset, r.Offset+uint64(r.Length)
+	for _, e := range ext {
+		if e.Length == 0 || off >= end {
+			break
+		}
+		n := min(uint64(e.Length), end-off)
+		hole := e.Flags.Has(ExtentZero)
+		if k := len(runs); k > 0 && runs[k-1].hole == hole {
+			runs[k-1].n += uint32(n)
+		} else {
+			if len(runs) == serverMaxReadRuns-1 {
+				break
+			}
+			runs = append(runs, serverRun{off: off, n: uint32(n), hole: hole})
+		}
+		off += n
+	}
+	if off < end {
+		if k := len(runs); k > 0 && !runs[k-1].hole {
+			runs[k-1].n += uint32(end - off)
+		} else {
+			runs = append(runs, serverRun{off: off, n: uint32(end - off)})
+		}
+	}
+	// proto.md: under DF at most one content chunk, and a range with both
+	// data and holes MUST go as data.
+	if r.Flags.Has(FlagDF) && len(runs) > 1 {
+		return append(runs[:0], whole)
+	}
+	return runs
+}
+
+// blockStatus answers NBD_CMD_BLOCK_STATUS with one BLOCK_STATUS chunk for
+// base:allocation, describing at most serverBlockStatusWindow bytes in at
+// most serverMaxExtents descriptors, none past the request.
+func (c *serverConn) blockStatus(ts *serverTransmitState, s *serverSlot) {
+	r := &s.req
+	x := c.export
+	want := uint64(min(r.Length, serverBlockStatusWindow))
+	var ext []Extent
+	if x.status != nil {
+		var err error
+		ext, err = x.status.BlockStatus(c.ctx, int64(r.Offset), int64(want), s.ext[:0])
+		if cap(ext) <= serverMaxExtents {
+			s.ext = ext[:0]
+		}
+		if err != nil {
+			c.sendError(ts, s, ErrnoOf(err), "")
+			return
+		}
+	}
+	// Clean what the backend gave: no empty extents, nothing past the
+	// request, neighbours with equal flags merged, bounded count.
+	out := ext[:0]
+	var sum uint64
+	for _, e := range ext {
+		if e.Length == 0 || sum >= want {
+			continue
+		}
+		if n := uint64(e.Length); n > want-sum {
+			e.Length = uint32(want - sum)
+		}
+		sum += uint64(e.Length)
+		if k := len(out); k > 0 && out[k-1].Flags == e.Flags {
+			out[k-1].Length += e.Length
+			continue
+		}
+		if len(out) == serverMaxExtents {
+			break
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		out = append(s.ext[:0], Extent{Length: uint32(want)})
+	}
+	if r.Flags.Has(FlagReqOne) {
+		out = out[:1]
+	}
+	n := ChunkHeaderSize + BlockStatusHeaderSize + ExtentSize*len(out)
+	b := s.grow(n)[:ChunkHeaderSize]
+	h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkBlockStatus, Cookie: r.Cookie, Length: uint32(n - ChunkHeaderSize)}
+	h.Put((*[ChunkHeaderSize]byte)(b))
+	b = AppendBlockStatus(b, serverMetaContextID, out)
+	c.send(ts, b)
+}
+
+func serverUitoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
