@@ -148,12 +148,14 @@ type Prediction struct {
 // share and the bottleneck for k-byte blocks in one call: what a pipeline
 // of measured stages asks of the model.
 func (c Cascade) Predict(k int64) Prediction {
-	p := Prediction{Block: k, Seconds: c.Seconds(k), Series: c.Series(k), Pipelined: c.Pipelined(k), Shares: c.Shares(k)}
-	p.Bottleneck = Share{Index: -1}
+	p := Prediction{Block: k, Shares: c.Shares(k), Bottleneck: Share{Index: -1}, Pipelined: Rate(math.Inf(1))}
 	for _, s := range p.Shares {
+		p.Seconds += s.Seconds
 		if p.Bottleneck.Index < 0 || s.Seconds > p.Bottleneck.Seconds {
 			p.Bottleneck = s
+			p.Pipelined = s.Rate
 		}
 	}
+	p.Series = rateOf(k, p.Seconds)
 	return p
 }

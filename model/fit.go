@@ -53,24 +53,29 @@ type Fit struct {
 // block sizes.
 func FitCost(samples []Sample) (Fit, error) {
 	n := len(samples)
-	var mx, my float64
+	var xs, ys float64 // scales: the largest size and time
 	for i, s := range samples {
 		if s.Bytes <= 0 || !(s.Seconds > 0) || math.IsInf(s.Seconds, 1) {
 			return Fit{}, fmt.Errorf("%w %d: %d bytes in %v s", ErrBadSample, i, s.Bytes, s.Seconds)
 		}
-		mx += float64(s.Bytes)
-		my += s.Seconds
+		xs = math.Max(xs, float64(s.Bytes))
+		ys = math.Max(ys, s.Seconds)
 	}
 	if n < 2 {
 		return Fit{}, ErrTooFewSamples
 	}
+	// Work on sizes and times scaled into (0, 1] and centred, so that no
+	// sum overflows or loses the small end to rounding.
+	var mx, my float64
+	for _, s := range samples {
+		mx += float64(s.Bytes) / xs
+		my += s.Seconds / ys
+	}
 	mx /= float64(n)
 	my /= float64(n)
-	// Centred sums keep the arithmetic exact enough for byte counts around
-	// 2^30 and times around 1e-6.
 	var sxx, sxy float64
 	for _, s := range samples {
-		dx, dy := float64(s.Bytes)-mx, s.Seconds-my
+		dx, dy := float64(s.Bytes)/xs-mx, s.Seconds/ys-my
 		sxx += dx * dx
 		sxy += dx * dy
 	}
@@ -78,7 +83,7 @@ func FitCost(samples []Sample) (Fit, error) {
 		return Fit{}, ErrTooFewSamples
 	}
 	slope := sxy / sxx
-	return assess(samples, Cost{Fixed: my - slope*mx, PerByte: slope}), nil
+	return assess(samples, Cost{Fixed: (my - slope*mx) * ys, PerByte: slope * ys / xs}), nil
 }
 
 // FitFixed fits only the fixed part to samples, the per-byte cost held at
@@ -100,24 +105,28 @@ func FitFixed(samples []Sample, perByte float64) (Fit, error) {
 	return assess(samples, Cost{Fixed: sum / float64(len(samples)), PerByte: perByte}), nil
 }
 
-// assess fills in a Fit of c to samples.
+// assess fills in a Fit of c to samples, its sums taken on times scaled by
+// the largest so that they cannot overflow.
 func assess(samples []Sample, c Cost) Fit {
 	n := len(samples)
 	f := Fit{Cost: c, N: n, Residuals: make([]float64, n)}
-	var my float64
+	var ys, my float64
 	for _, s := range samples {
-		my += s.Seconds
+		ys = math.Max(ys, s.Seconds)
+	}
+	for _, s := range samples {
+		my += s.Seconds / ys
 	}
 	my /= float64(n)
 	var sse, syy float64
 	for i, s := range samples {
 		r := s.Seconds - c.Seconds(s.Bytes)
 		f.Residuals[i] = r
-		sse += r * r
-		syy += (s.Seconds - my) * (s.Seconds - my)
+		sse += (r / ys) * (r / ys)
+		syy += (s.Seconds/ys - my) * (s.Seconds/ys - my)
 		f.MaxRel = math.Max(f.MaxRel, math.Abs(r)/s.Seconds)
 	}
-	f.RMS = math.Sqrt(sse / float64(n))
+	f.RMS = ys * math.Sqrt(sse/float64(n))
 	f.R2 = 1
 	if syy > 0 {
 		f.R2 = 1 - sse/syy

@@ -161,6 +161,15 @@ func TestPropSharesAndAmdahl(t *testing.T) {
 		if r := c.Pipelined(k); math.Abs(float64(r-b.Rate)) > tol*float64(r) {
 			t.Fatalf("bottleneck %v at %v, pipelined %v", b.Name, b.Rate, r)
 		}
+		p := c.Predict(k)
+		for _, pair := range [][2]Rate{{p.Series, c.Series(k)}, {p.Pipelined, c.Pipelined(k)}} {
+			if math.Abs(float64(pair[0]-pair[1])) > tol*float64(pair[1]) {
+				t.Fatalf("Predict says %v, the method %v", pair[0], pair[1])
+			}
+		}
+		if p.Bottleneck != b {
+			t.Fatalf("Predict's bottleneck %v, Bottleneck %v", p.Bottleneck, b)
+		}
 		i := rapid.IntRange(0, len(c)-1).Draw(t, "node")
 		f := rapid.Float64Range(0.1, 100).Draw(t, "factor")
 		if got, want := c.SpeedUp(k, i, f), Amdahl(sh[i].Fraction, f); math.Abs(got-want) > 1e-9*want {
