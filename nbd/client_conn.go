@@ -1,0 +1,682 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// The transmission engine of one connection.
+//
+// Each connection has a fixed table of request slots (WithMaxInFlight). A
+// caller takes a free slot from a buffered channel (waiting there is the
+// backpressure), fills it, sends the request header and payload in one
+// write, and sleeps on the slot's done channel. One reader goroutine per
+// connection reads every reply, finds the slot from the cookie (slot index
+// in the low 32 bits, a generation in the high 32), reads the data
+// straight into the caller's buffer and wakes the caller. Nothing is
+// allocated per request: slots, headers, net.Buffers and channels are made
+// once per connection.
+//
+// A slot's mutex is held by the reader while it writes into the caller's
+// buffer and by a caller whose context ends; so a caller that gives up
+// either finds its reply complete, or marks the slot abandoned knowing the
+// reader will never touch its buffer again (the reader then discards the
+// reply's data and frees the slot itself).
+
+// clientReplyBuffer is the size of the reader's bufio.Reader. Payloads at
+// least this long are read straight into the caller's buffer; shorter ones
+// pass through it, so one read syscall can carry many small replies.
+const clientReplyBuffer = 256 << 10
+
+// clientMaxStatusChunk bounds one BLOCK_STATUS chunk (about 128k extents).
+const clientMaxStatusChunk = 1 << 20
+
+// clientMaxErrorChunk bounds an error chunk: error, length, a message of at
+// most 4096 bytes, offset.
+const clientMaxErrorChunk = 6 + MaxStringLength + 8
+
+// clientMaxUnknownErrorChunk bounds an error chunk of a type this package
+// does not know; it is read and discarded.
+const clientMaxUnknownErrorChunk = 64 << 10
+
+type clientSlot struct {
+	idx  uint32
+	done chan struct{} // capacity 1: the reader (or fail) signals completion
+
+	mu        sync.Mutex
+	cookie    uint64
+	gen       uint32
+	inflight  bool
+	complete  bool
+	abandoned bool
+	cmd       Command
+	flags     CmdFlags
+	off       uint64
+	length    uint32
+	buf       []byte // READ destination, len == length
+	err       error
+
+	// READ with structured replies: the byte ranges covered so far.
+	covered uint64
+	ivals   []clientIval
+	// BLOCK_STATUS: extents of every context, and where each context's
+	// run starts in them.
+	ext     []Extent
+	extRuns []clientExtentRun
+
+	hdr  [RequestSize]byte
+	bufs [2][]byte
+	nb   net.Buffers
+}
+
+type clientIval struct{ lo, hi uint64 }
+
+type clientExtentRun struct {
+	id         uint32
+	start, end int
+}
+
+type clientConn struct {
+	nc         net.Conn
+	br         *bufio.Reader
+	structured bool
+	contexts   []MetaContext
+	canWritev  bool
+
+	slots []clientSlot
+	free  chan uint32
+	wsem  chan struct{} // capacity 1: held while writing a request
+
+	dead       chan struct{}
+	failMu     sync.Mutex
+	err        error // why the connection died; set before dead is closed
+	readerDone chan struct{}
+
+	// owned by the reader goroutine
+	rhdr    [ChunkHeaderSize]byte
+	scratch []byte
+}
+
+func newClientConn(nc net.Conn, br *bufio.Reader, structured bool, contexts []MetaContext, inflight int) *clientConn {
+	c := &clientConn{
+		nc:         nc,
+		br:         br,
+		structured: structured,
+		contexts:   contexts,
+		slots:      make([]clientSlot, inflight),
+		free:       make(chan uint32, inflight),
+		wsem:       make(chan struct{}, 1),
+		dead:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+	}
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		c.canWritev = true
+	}
+	for i := range c.slots {
+		s := &c.slots[i]
+		s.idx = uint32(i)
+		s.done = make(chan struct{}, 1)
+		c.free <- uint32(i)
+	}
+	go c.readLoop()
+	return c
+}
+
+// failed returns the connection's error if it is dead.
+func (c *clientConn) failed() error {
+	select {
+	case <-c.dead:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// fail kills the connection: every request in flight gets err (the first
+// one given) at once, and so does every later call.
+func (c *clientConn) fail(err error) {
+	c.failMu.Lock()
+	select {
+	case <-c.dead:
+		c.failMu.Unlock()
+		return
+	default:
+	}
+	c.err = err
+	close(c.dead)
+	c.failMu.Unlock()
+	_ = c.nc.Close()
+	for i := range c.slots {
+		s := &c.slots[i]
+		s.mu.Lock()
+		if s.inflight && !s.complete {
+			c.completeLocked(s, err)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// completeLocked finishes s with err. The caller holds s.mu.
+func (c *clientConn) completeLocked(s *clientSlot, err error) {
+	s.err = err
+	s.complete = true
+	if s.abandoned {
+		c.resetLocked(s)
+		c.free <- s.idx
+		return
+	}
+	s.done <- struct{}{}
+}
+
+func (c *clientConn) resetLocked(s *clientSlot) {
+	s.inflight, s.complete, s.abandoned = false, false, false
+	s.buf, s.err = nil, nil
+	s.covered = 0
+	s.ivals = s.ivals[:0]
+	s.ext = s.ext[:0]
+	s.extRuns = s.extRuns[:0]
+}
+
+// acquire takes a free slot, waiting for one (backpressure) until ctx ends
+// or the connection dies.
+func (c *clientConn) acquire(ctx context.Context) (*clientSlot, error) {
+	if err := c.failed(); err != nil {
+		return nil, err
+	}
+	select {
+	case i := <-c.free:
+		return &c.slots[i], nil
+	default:
+	}
+	select {
+	case i := <-c.free:
+		return &c.slots[i], nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.dead:
+		return nil, c.err
+	}
+}
+
+// tryAcquire takes a free slot if there is one.
+func (c *clientConn) tryAcquire() *clientSlot {
+	select {
+	case i := <-c.free:
+		return &c.slots[i]
+	default:
+		return nil
+	}
+}
+
+// release gives back a slot whose result the caller has taken.
+func (c *clientConn) release(s *clientSlot) {
+	s.mu.Lock()
+	c.resetLocked(s)
+	s.mu.Unlock()
+	c.free <- s.idx
+}
+
+// start sends a request on slot s. wbuf is the WRITE payload; rbuf the READ
+// destination (len(rbuf) == length). On error the slot has been released.
+func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flags CmdFlags, off uint64, length uint32, wbuf, rbuf []byte) error {
+	s.mu.Lock()
+	s.gen++
+	s.cookie = uint64(s.gen)<<32 | uint64(s.idx)
+	s.cmd, s.flags, s.off, s.length = cmd, flags, off, length
+	s.buf = rbuf
+	s.inflight = true
+	req := Request{Flags: flags, Type: cmd, Cookie: s.cookie, Offset: off, Length: length}
+	req.Put(&s.hdr)
+	s.mu.Unlock()
+
+	// Take the write lock, giving up if ctx ends first.
+	select {
+	case c.wsem <- struct{}{}:
+	default:
+		select {
+		case c.wsem <- struct{}{}:
+		case <-ctx.Done():
+			return c.unsend(s, ctx.Err())
+		case <-c.dead:
+			return c.unsend(s, c.err)
+		}
+	}
+	if err := c.failed(); err != nil {
+		<-c.wsem
+		return c.unsend(s, err)
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		// A request half on the wire cannot be taken back: if ctx ends
+		// while the write blocks, the connection is given up.
+		stop = context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Unix(1, 0)) })
+	}
+	var err error
+	if len(wbuf) == 0 {
+		_, err = c.nc.Write(s.hdr[:])
+	} else if c.canWritev {
+		s.bufs[0], s.bufs[1] = s.hdr[:], wbuf
+		s.nb = s.bufs[:]
+		_, err = s.nb.WriteTo(c.nc)
+		s.bufs[1] = nil
+	} else {
+		if _, err = c.nc.Write(s.hdr[:]); err == nil {
+			_, err = c.nc.Write(wbuf)
+		}
+	}
+	if stop != nil && !stop() {
+		if err == nil {
+			err = fmt.Errorf("nbd: context ended while sending a request: %w", ctx.Err())
+		}
+	}
+	<-c.wsem
+	if err != nil {
+		c.fail(fmt.Errorf("nbd: connection lost: sending %v: %w", cmd, err))
+		// fail completed the slot; the caller's wait collects it.
+	}
+	return nil
+}
+
+// unsend takes back a slot whose request was never written.
+func (c *clientConn) unsend(s *clientSlot, err error) error {
+	s.mu.Lock()
+	if s.complete {
+		// fail got here first and signalled done: drain it.
+		<-s.done
+	}
+	c.resetLocked(s)
+	s.mu.Unlock()
+	c.free <- s.idx
+	return err
+}
+
+// wait waits for the reply to the request in s and returns its error. If
+// ctx ends first, s is abandoned (the reader frees it later) and wait
+// returns ctx's error with abandoned true; otherwise the caller still holds
+// s and must release it.
+func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abandoned bool) {
+	select {
+	case <-s.done:
+		return s.err, false
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	if s.complete {
+		s.mu.Unlock()
+		<-s.done
+		return s.err, false
+	}
+	s.abandoned = true
+	s.buf = nil
+	s.mu.Unlock()
+	return ctx.Err(), true
+}
+
+// do runs one request to completion and releases its slot.
+func (c *clientConn) do(ctx context.Context, cmd Command, flags CmdFlags, off uint64, length uint32, wbuf, rbuf []byte) error {
+	s, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.start(ctx, s, cmd, flags, off, length, wbuf, rbuf); err != nil {
+		return err
+	}
+	err, abandoned := c.wait(ctx, s)
+	if !abandoned {
+		c.release(s)
+	}
+	return err
+}
+
+// close sends NBD_CMD_DISC (best effort) and closes the connection; every
+// request still in flight fails with err.
+func (c *clientConn) close(err error) {
+	if c.failed() == nil {
+		select {
+		case c.wsem <- struct{}{}:
+			var h [RequestSize]byte
+			r := Request{Type: CmdDisc}
+			r.Put(&h)
+			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = c.nc.Write(h[:])
+			<-c.wsem
+		case <-time.After(time.Second):
+		}
+	}
+	c.fail(err)
+	<-c.readerDone
+}
+
+// The reader.
+
+func (c *clientConn) readLoop() {
+	defer close(c.readerDone)
+	for {
+		if err := c.readReply(); err != nil {
+			select {
+			case <-c.dead:
+			default:
+				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+					err = fmt.Errorf("nbd: connection lost: server hung up: %w", io.ErrUnexpectedEOF)
+				} else if !errors.Is(err, ErrProtocol) {
+					err = fmt.Errorf("nbd: connection lost: %w", err)
+				}
+			}
+			c.fail(err)
+			return
+		}
+	}
+}
+
+// lookup finds the slot of an in-flight request by cookie and locks it.
+func (c *clientConn) lookup(cookie uint64) (*clientSlot, error) {
+	idx := cookie & 0xffffffff
+	if idx < uint64(len(c.slots)) {
+		s := &c.slots[idx]
+		s.mu.Lock()
+		if s.inflight && !s.complete && s.cookie == cookie {
+			return s, nil
+		}
+		s.mu.Unlock()
+	}
+	return nil, protoErr(fmt.Sprintf("reply with unknown cookie %#x", cookie))
+}
+
+func (c *clientConn) readReply() error {
+	m, err := c.br.Peek(ReplyMagicSize)
+	if err != nil {
+		return err
+	}
+	switch binary.BigEndian.Uint32(m) {
+	case MagicSimpleReply:
+		return c.readSimple()
+	case MagicStructuredReply:
+		if !c.structured {
+			return protoErr("structured reply chunk, but structured replies were not negotiated")
+		}
+		return c.readChunk()
+	default:
+		return badMagic("reply", uint64(binary.BigEndian.Uint32(m)))
+	}
+}
+
+func (c *clientConn) readSimple() error {
+	h := (*[SimpleReplySize]byte)(c.rhdr[:SimpleReplySize])
+	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+		return err
+	}
+	var r SimpleReply
+	if err := r.Parse(h); err != nil {
+		return err
+	}
+	s, err := c.lookup(r.Cookie)
+	if err != nil {
+		// proto.md: with an unknown cookie the client cannot know whether
+		// data follows; it must disconnect.
+		return err
+	}
+	defer s.mu.Unlock()
+	if r.Error != 0 {
+		c.completeLocked(s, r.Error)
+		return nil
+	}
+	switch s.cmd {
+	case CmdRead:
+		if c.structured {
+			// proto.md: once structured replies are negotiated a READ
+			// MUST get them; whether data follows cannot be known.
+			return protoErr("simple reply with data to READ after structured replies were negotiated")
+		}
+		if s.buf != nil {
+			if _, err := io.ReadFull(c.br, s.buf); err != nil {
+				return err
+			}
+		} else if _, err := c.br.Discard(int(s.length)); err != nil {
+			return err
+		}
+	case CmdBlockStatus:
+		c.completeLocked(s, protoErr("simple success reply to BLOCK_STATUS"))
+		return nil
+	}
+	c.completeLocked(s, nil)
+	return nil
+}
+
+func (c *clientConn) readChunk() error {
+	h := (*[ChunkHeaderSize]byte)(c.rhdr[:])
+	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+		return err
+	}
+	var ch ChunkHeader
+	if err := ch.Parse(h); err != nil {
+		return err
+	}
+	s, err := c.lookup(ch.Cookie)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	reqErr, err := c.chunkBody(s, &ch)
+	if err != nil {
+		return err // fail() will complete s after the deferred unlock
+	}
+	if reqErr != nil && s.err == nil {
+		// The first error of a reply wins; read on to DONE.
+		s.err = reqErr
+	}
+	if ch.Flags.Has(ReplyFlagDone) {
+		if s.err == nil && s.cmd == CmdRead && s.covered != uint64(s.length) {
+			s.err = protoErr(fmt.Sprintf("READ reply done after %d of %d bytes", s.covered, s.length))
+		}
+		if s.err == nil && s.cmd == CmdBlockStatus && len(s.extRuns) == 0 {
+			s.err = protoErr("BLOCK_STATUS reply done without any extents")
+		}
+		c.completeLocked(s, s.err)
+	}
+	return nil
+}
+
+// chunkBody reads the payload of chunk ch for slot s (locked). It returns
+// reqErr to fail only the request, or err to kill the connection (the
+// stream cannot be trusted or the length is past anything the request
+// allows).
+func (c *clientConn) chunkBody(s *clientSlot, ch *ChunkHeader) (reqErr, err error) {
+	n := ch.Length
+	if ch.Type.IsError() {
+		limit := uint32(clientMaxErrorChunk)
+		if ch.Type != ChunkError && ch.Type != ChunkErrorOffset {
+			limit = clientMaxUnknownErrorChunk
+		}
+		if n > limit {
+			return nil, protoErr(fmt.Sprintf("%v chunk of %d bytes, limit %d", ch.Type, n, limit))
+		}
+		b, err := c.readScratch(int(n))
+		if err != nil {
+			return nil, err
+		}
+		if ch.Type != ChunkError && ch.Type != ChunkErrorOffset {
+			// proto.md: an unknown error type is still an error; use its
+			// value if it has one.
+			if n >= 6 && binary.BigEndian.Uint32(b) != 0 {
+				return Errno(binary.BigEndian.Uint32(b)), nil
+			}
+			return protoErr("unknown error chunk " + ch.Type.String()), nil
+		}
+		e, perr := ParseErrorChunk(ch.Type, b)
+		if perr != nil {
+			return perr, nil
+		}
+		if e.HasOffset && (e.Offset < s.off || e.Offset-s.off >= uint64(s.length)) {
+			return protoErr(fmt.Sprintf("ERROR_OFFSET %d outside the request [%d, +%d)", e.Offset, s.off, s.length)), nil
+		}
+		return &ServerError{Errno: e.Error, Message: e.Message, Offset: e.Offset, HasOffset: e.HasOffset}, nil
+	}
+	switch ch.Type {
+	case ChunkNone:
+		if n != 0 {
+			return nil, protoErr(fmt.Sprintf("NONE chunk of %d bytes", n))
+		}
+		if !ch.Flags.Has(ReplyFlagDone) {
+			return protoErr("NONE chunk without DONE"), nil
+		}
+		return nil, nil
+	case ChunkOffsetData:
+		if s.cmd != CmdRead {
+			return nil, protoErr("OFFSET_DATA chunk in reply to " + s.cmd.String())
+		}
+		if n <= OffsetDataHeaderSize || uint64(n) > uint64(s.length)+OffsetDataHeaderSize {
+			return nil, protoErr(fmt.Sprintf("OFFSET_DATA chunk of %d bytes to a READ of %d", n, s.length))
+		}
+		var ob [OffsetDataHeaderSize]byte
+		if _, err := io.ReadFull(c.br, ob[:]); err != nil {
+			return nil, err
+		}
+		off := binary.BigEndian.Uint64(ob[:])
+		dlen := uint64(n - OffsetDataHeaderSize)
+		if rerr := s.cover(off, dlen); rerr != nil {
+			_, err := c.br.Discard(int(dlen))
+			return rerr, err
+		}
+		if s.buf == nil {
+			_, err := c.br.Discard(int(dlen))
+			return nil, err
+		}
+		_, err := io.ReadFull(c.br, s.buf[off-s.off:][:dlen])
+		return nil, err
+	case ChunkOffsetHole:
+		if s.cmd != CmdRead {
+			return nil, protoErr("OFFSET_HOLE chunk in reply to " + s.cmd.String())
+		}
+		if n != OffsetHoleSize {
+			return nil, protoErr(fmt.Sprintf("OFFSET_HOLE chunk of %d bytes, want 12", n))
+		}
+		var hb [OffsetHoleSize]byte
+		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+			return nil, err
+		}
+		off, size := ParseOffsetHole(&hb)
+		if size == 0 {
+			return protoErr("OFFSET_HOLE of size 0"), nil
+		}
+		if rerr := s.cover(off, uint64(size)); rerr != nil {
+			return rerr, nil
+		}
+		if s.buf != nil {
+			clear(s.buf[off-s.off:][:size])
+		}
+		return nil, nil
+	case ChunkBlockStatus:
+		if s.cmd != CmdBlockStatus {
+			return nil, protoErr("BLOCK_STATUS chunk in reply to " + s.cmd.String())
+		}
+		if n > clientMaxStatusChunk {
+			return nil, protoErr(fmt.Sprintf("BLOCK_STATUS chunk of %d bytes, limit %d", n, clientMaxStatusChunk))
+		}
+		b, err := c.readScratch(int(n))
+		if err != nil {
+			return nil, err
+		}
+		return s.addExtents(c.contexts, b), nil
+	}
+	// proto.md: a client that gets a non-error chunk type it does not
+	// know cannot tell what it means; the connection is done.
+	return nil, protoErr("unknown chunk type " + ch.Type.String())
+}
+
+func (c *clientConn) readScratch(n int) ([]byte, error) {
+	if cap(c.scratch) < n {
+		c.scratch = make([]byte, n)
+	}
+	b := c.scratch[:n]
+	_, err := io.ReadFull(c.br, b)
+	return b, err
+}
+
+// cover records [off, off+n) of a READ reply, failing if it is outside the
+// request or overlaps what came before.
+func (s *clientSlot) cover(off, n uint64) error {
+	end := off + n
+	if off < s.off || end < off || end > s.off+uint64(s.length) {
+		return protoErr(fmt.Sprintf("chunk [%d, +%d) outside the READ [%d, +%d)", off, n, s.off, s.length))
+	}
+	for _, iv := range s.ivals {
+		if off < iv.hi && iv.lo < end {
+			return protoErr(fmt.Sprintf("chunk [%d, +%d) overlaps [%d, %d)", off, n, iv.lo, iv.hi))
+		}
+	}
+	// Merge with a neighbour to keep the list short in the common case
+	// of chunks in order.
+	if k := len(s.ivals); k > 0 && s.ivals[k-1].hi == off {
+		s.ivals[k-1].hi = end
+	} else {
+		s.ivals = append(s.ivals, clientIval{off, end})
+	}
+	s.covered += n
+	return nil
+}
+
+// addExtents records a BLOCK_STATUS payload for slot s.
+func (s *clientSlot) addExtents(contexts []MetaContext, b []byte) error {
+	start := len(s.ext)
+	id, ext, err := ParseBlockStatus(b, s.ext)
+	s.ext = ext
+	if err != nil {
+		s.ext = s.ext[:start]
+		return err
+	}
+	known := false
+	for _, m := range contexts {
+		if m.ID == id {
+			known = true
+			break
+		}
+	}
+	if !known {
+		s.ext = s.ext[:start]
+		return protoErr(fmt.Sprintf("block status for context id %d, which was not negotiated", id))
+	}
+	for _, r := range s.extRuns {
+		if r.id == id {
+			s.ext = s.ext[:start]
+			return protoErr(fmt.Sprintf("block status for context id %d sent twice", id))
+		}
+	}
+	if s.flags.Has(FlagReqOne) && len(s.ext)-start != 1 {
+		s.ext = s.ext[:start]
+		return protoErr(fmt.Sprintf("%d extents under REQ_ONE", len(ext)-start))
+	}
+	s.extRuns = append(s.extRuns, clientExtentRun{id: id, start: start, end: len(s.ext)})
+	return nil
+}
+
+// ServerError is an error chunk of a structured reply: the server's error
+// value, its message, and for ERROR_OFFSET the offset it applies to.
+// errors.Is(err, syscall.EIO) works through Errno.
+type ServerError struct {
+	Errno     Errno
+	Message   string
+	Offset    uint64
+	HasOffset bool
+}
+
+func (e *ServerError) Error() string {
+	s := e.Errno.Error()
+	if e.HasOffset {
+		s += fmt.Sprintf(" at offset %d", e.Offset)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// Unwrap returns the Errno.
+func (e *ServerError) Unwrap() error { return e.Errno }

@@ -1,0 +1,101 @@
+package nbd
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+)
+
+// Option configures Dial, NewClient and Negotiate.
+type Option func(*clientConfig)
+
+// DefaultClientMaxInFlight is the default bound on requests in flight on one
+// connection, as libnbd suggests.
+const DefaultClientMaxInFlight = 64
+
+// maxRequestSize caps one READ or WRITE request whatever the server
+// advertises (libnbd uses the same 64 MiB).
+const maxRequestSize = 64 << 20
+
+type clientConfig struct {
+	export       string
+	exportSet    bool
+	tls          *tls.Config // nil: no TLS
+	metaContexts []string
+	noStructured bool
+	maxInFlight  int
+	connections  int
+	dial         func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+func newClientConfig(opts []Option) *clientConfig {
+	c := &clientConfig{
+		metaContexts: []string{MetaContextBaseAllocation},
+		maxInFlight:  DefaultClientMaxInFlight,
+		connections:  1,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// WithExportName chooses the export to connect to, overriding the name a
+// URI gives. The default (for NewClient) is the empty name, which servers
+// take as their default export.
+func WithExportName(name string) Option {
+	return func(c *clientConfig) { c.export, c.exportSet = name, true }
+}
+
+// WithTLS requires TLS, negotiated with NBD_OPT_STARTTLS as the first
+// option, using a clone of cfg (crypto/tls, X.509 only: Go's crypto/tls has
+// no external pre-shared keys, so servers configured only for PSK cannot be
+// reached). If the server cannot provide TLS the handshake fails with
+// ErrTLSUnavailable; there is no fallback to plaintext. It overrides the
+// TLS settings of a URI.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *clientConfig) {
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		c.tls = cfg.Clone()
+	}
+}
+
+// WithMetaContexts chooses the metadata contexts to negotiate with
+// NBD_OPT_SET_META_CONTEXT. The default is base:allocation alone; with no
+// names, none are negotiated and BLOCK_STATUS is never sent. Contexts need
+// structured replies.
+func WithMetaContexts(names ...string) Option {
+	return func(c *clientConfig) { c.metaContexts = append([]string(nil), names...) }
+}
+
+// WithStructuredReplies chooses whether to ask for structured replies
+// (default true). Without them there are no holes, no block status and no
+// error messages, but every server supports the simple replies.
+func WithStructuredReplies(on bool) Option {
+	return func(c *clientConfig) { c.noStructured = !on }
+}
+
+// WithMaxInFlight bounds the requests in flight on each connection (default
+// DefaultClientMaxInFlight). A call that finds every slot taken waits for one, or
+// for its context to end: backpressure, never an unbounded queue. n < 1 is
+// taken as 1.
+func WithMaxInFlight(n int) Option {
+	return func(c *clientConfig) { c.maxInFlight = max(n, 1) }
+}
+
+// WithConnections asks Dial for n connections to the export (multi-conn).
+// They are used only if the server advertises CAN_MULTI_CONN; otherwise the
+// client keeps one. Requests are spread over the connections in turn, and
+// Flush flushes every connection. NewClient, which is given one net.Conn,
+// ignores it.
+func WithConnections(n int) Option {
+	return func(c *clientConfig) { c.connections = max(n, 1) }
+}
+
+// WithDialer replaces the function Dial uses to open connections (the
+// default is a net.Dialer's DialContext).
+func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
+	return func(c *clientConfig) { c.dial = dial }
+}
