@@ -1,0 +1,497 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/nhdkit/nhd/fifo"
+)
+
+// LinkKind says how a stage is connected to the stage before it.
+type LinkKind uint8
+
+const (
+	// LinkInline runs the stage on the goroutine of the stage before it,
+	// one unit at a time: the paper's store-and-forward, synchronous cascade.
+	LinkInline LinkKind = iota
+	// LinkRing runs the stage on its own goroutine behind a bounded
+	// single-producer, single-consumer ring of units.
+	LinkRing
+	// LinkChan runs the stage on its own goroutine behind a buffered channel.
+	LinkChan
+	// LinkQueue runs the stage on its own goroutine behind a caller's Queue.
+	LinkQueue
+	// LinkFIFO runs the stage on its own goroutine behind a sector FIFO
+	// (package fifo); units are []byte of exactly one block, copied into the
+	// FIFO by the upstream goroutine and handed on in place.
+	LinkFIFO
+)
+
+var linkKindNames = [...]string{"inline", "ring", "chan", "queue", "fifo"}
+
+// String returns "inline", "ring", "chan", "queue" or "fifo".
+func (k LinkKind) String() string {
+	if int(k) < len(linkKindNames) {
+		return linkKindNames[k]
+	}
+	return fmt.Sprintf("LinkKind(%d)", uint8(k))
+}
+
+// MarshalText returns String's text.
+func (k LinkKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Link says how a stage takes its input from the stage before it. The zero
+// Link is Inline. Links other than Inline are overlapped: the stages on
+// either side run at the same time on different units, each on its own
+// goroutine, and the queue between them bounds how far ahead the upstream
+// side may run.
+type Link struct {
+	kind     LinkKind
+	capacity int
+	queue    any // a Queue[T] or a *fifo.FIFO
+}
+
+// Inline returns the synchronous link: the stage runs on the upstream
+// stage's goroutine, which hands it each unit and waits for it to finish
+// before taking the next (store-and-forward).
+func Inline() Link { return Link{} }
+
+// Ring returns an overlapped link through the package's own bounded
+// single-producer, single-consumer ring of capacity units (rounded up to a
+// power of two). It is the fastest link for units of any type.
+func Ring(capacity int) Link { return Link{kind: LinkRing, capacity: capacity} }
+
+// Chan returns an overlapped link through a Go channel of capacity units.
+func Chan(capacity int) Link { return Link{kind: LinkChan, capacity: capacity} }
+
+// Through returns an overlapped link through q, which must carry the
+// upstream stage's unit type exactly (checked when the pipeline is built).
+func Through[T any](q Queue[T]) Link {
+	l := Link{kind: LinkQueue, queue: q}
+	if q != nil {
+		l.capacity = q.Cap()
+	}
+	return l
+}
+
+// FIFO returns an overlapped link through f for units of type []byte that
+// are exactly f.BlockSize() long (sectors). The upstream goroutine copies
+// each unit into a reserved block and commits it; the downstream goroutine
+// peeks blocks in batches and hands each on in place, releasing the batch
+// when every unit in it has been through the stages inline after the link.
+// The pipeline owns f while it runs and Resets it at the start of every
+// run; f must serve no other pipeline.
+func FIFO(f *fifo.FIFO) Link {
+	l := Link{kind: LinkFIFO, queue: f}
+	if f != nil {
+		l.capacity = f.Cap()
+	}
+	return l
+}
+
+// Kind returns the link's kind.
+func (l Link) Kind() LinkKind { return l.kind }
+
+// Cap returns the link's capacity in units (0 for Inline).
+func (l Link) Cap() int { return l.capacity }
+
+// Overlapped reports whether the link puts the stage on its own goroutine.
+func (l Link) Overlapped() bool { return l.kind != LinkInline }
+
+// String returns the kind and the capacity, "inline" or "ring(64)".
+func (l Link) String() string {
+	if l.kind == LinkInline {
+		return "inline"
+	}
+	return fmt.Sprintf("%v(%d)", l.kind, l.capacity)
+}
+
+// Queue is a bounded FIFO queue of units between one producer goroutine
+// and one consumer goroutine, for links the package does not provide.
+//
+// Put blocks while the queue is full; Get blocks while it is empty and
+// returns io.EOF once the queue is closed and drained. Both return promptly
+// with ctx's error once ctx is done. Release tells the queue the consumer is
+// finished with the unit the last Get returned (a queue that lends memory
+// may reuse it then). Close is called by the producer after its last Put.
+// Reset empties and reopens the queue; the pipeline calls it before each
+// run, with neither side active. Cap is the capacity in units and must not
+// change. The queue must give the happens-before edges a channel does: a Get
+// follows the Put of its unit, and the Put that fills the slot of unit i
+// follows the Get of unit i-Cap().
+type Queue[T any] interface {
+	Put(ctx context.Context, v T) error
+	Get(ctx context.Context) (T, error)
+	Release()
+	Close()
+	Reset()
+	Cap() int
+}
+
+// link is the pipeline's side of a queue between two goroutines: it carries
+// each unit with the time it entered the pipeline (0 when not instrumented).
+type link[T any] interface {
+	reset()
+	put(ctx context.Context, v T, origin int64) error
+	get(ctx context.Context) (v T, origin int64, err error)
+	release()
+	close()
+}
+
+// newLink returns the link l describes for units of type T.
+func newLink[T any](l Link) (link[T], error) {
+	switch l.kind {
+	case LinkRing:
+		if l.capacity < 1 {
+			return nil, fmt.Errorf("%w: ring capacity %d < 1", ErrLink, l.capacity)
+		}
+		return newRing[T](l.capacity), nil
+	case LinkChan:
+		if l.capacity < 1 {
+			return nil, fmt.Errorf("%w: chan capacity %d < 1", ErrLink, l.capacity)
+		}
+		return &chanLink[T]{capacity: l.capacity}, nil
+	case LinkQueue:
+		if l.queue == nil {
+			return nil, fmt.Errorf("%w: nil queue", ErrLink)
+		}
+		q, ok := l.queue.(Queue[T])
+		if !ok {
+			var zero T
+			return nil, fmt.Errorf("%w: queue %T does not carry %T", ErrLink, l.queue, zero)
+		}
+		if q.Cap() < 1 {
+			return nil, fmt.Errorf("%w: queue capacity %d < 1", ErrLink, q.Cap())
+		}
+		return &queueLink[T]{q: q, stamps: make([]int64, q.Cap()+2)}, nil
+	case LinkFIFO:
+		f, _ := l.queue.(*fifo.FIFO)
+		if f == nil {
+			return nil, fmt.Errorf("%w: nil FIFO", ErrLink)
+		}
+		var zero T
+		if _, ok := any(zero).([]byte); !ok {
+			return nil, fmt.Errorf("%w: a FIFO carries []byte, not %T", ErrLink, zero)
+		}
+		var fl any = newFIFOLink(f)
+		return fl.(link[T]), nil
+	}
+	return nil, fmt.Errorf("%w: kind %v", ErrLink, l.kind)
+}
+
+// pad keeps the two sides' hot fields on separate cache lines.
+type pad [64]byte
+
+// item is a unit in a ring or channel, with its entry time.
+type item[T any] struct {
+	v      T
+	origin int64
+}
+
+// ringSpins is how many times a side yields, re-reading the other side's
+// index, before it parks on a channel.
+const ringSpins = 8
+
+// ring is a bounded single-producer, single-consumer ring. Each side keeps
+// a cached copy of the other's index and reads the shared one only when the
+// cache says full or empty. A side that must wait spins a little, then
+// parks on a one-token channel after announcing it in a flag; the other side
+// sends a token only when it sees the flag (Go's atomics are sequentially
+// consistent, so one of the two always sees the other's store). The
+// consumer wakes a parked producer only once the ring is half empty, so a
+// slow consumer costs one wake-up per half ring, not one per unit.
+type ring[T any] struct {
+	_    pad
+	tail atomic.Uint64 // next slot to fill; written by the producer
+	_    pad
+	head atomic.Uint64 // next slot to drain; written by the consumer
+	_    pad
+	// producer's fields
+	ptail, pcache uint64 // its tail, and the head it last read
+	_             pad
+	// consumer's fields
+	chead, ccache uint64 // its head, and the tail it last read
+	_             pad
+	closed      atomic.Bool
+	prodWaiting atomic.Bool
+	consWaiting atomic.Bool
+	notFull     chan struct{}
+	notEmpty    chan struct{}
+	size, mask  uint64
+	slots       []item[T]
+}
+
+func newRing[T any](capacity int) *ring[T] {
+	n := uint64(1)
+	for n < uint64(capacity) {
+		n <<= 1
+	}
+	return &ring[T]{
+		size:     n,
+		mask:     n - 1,
+		slots:    make([]item[T], n),
+		notFull:  make(chan struct{}, 1),
+		notEmpty: make(chan struct{}, 1),
+	}
+}
+
+func (r *ring[T]) reset() {
+	clear(r.slots)
+	r.tail.Store(0)
+	r.head.Store(0)
+	r.ptail, r.pcache, r.chead, r.ccache = 0, 0, 0, 0
+	r.closed.Store(false)
+	r.prodWaiting.Store(false)
+	r.consWaiting.Store(false)
+	select {
+	case <-r.notFull:
+	default:
+	}
+	select {
+	case <-r.notEmpty:
+	default:
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (r *ring[T]) put(ctx context.Context, v T, origin int64) error {
+	for r.ptail-r.pcache >= r.size {
+		r.pcache = r.head.Load()
+		if r.ptail-r.pcache < r.size {
+			break
+		}
+		for i := 0; i < ringSpins && r.ptail-r.head.Load() >= r.size; i++ {
+			runtime.Gosched()
+		}
+		r.prodWaiting.Store(true)
+		if r.ptail-r.head.Load() < r.size {
+			r.prodWaiting.Store(false)
+			continue
+		}
+		select {
+		case <-r.notFull:
+		case <-ctx.Done():
+			r.prodWaiting.Store(false)
+			return context.Cause(ctx)
+		}
+		r.prodWaiting.Store(false)
+	}
+	s := &r.slots[r.ptail&r.mask]
+	s.v, s.origin = v, origin
+	r.ptail++
+	r.tail.Store(r.ptail)
+	if r.consWaiting.Load() {
+		signal(r.notEmpty)
+	}
+	return nil
+}
+
+func (r *ring[T]) close() {
+	r.closed.Store(true)
+	if r.consWaiting.Load() {
+		signal(r.notEmpty)
+	}
+}
+
+func (r *ring[T]) get(ctx context.Context) (T, int64, error) {
+	for r.chead == r.ccache {
+		r.ccache = r.tail.Load()
+		if r.chead != r.ccache {
+			break
+		}
+		if r.closed.Load() {
+			r.ccache = r.tail.Load() // units put before close
+			if r.chead != r.ccache {
+				break
+			}
+			var zero T
+			return zero, 0, io.EOF
+		}
+		for i := 0; i < ringSpins && r.tail.Load() == r.chead && !r.closed.Load(); i++ {
+			runtime.Gosched()
+		}
+		r.consWaiting.Store(true)
+		if r.tail.Load() != r.chead || r.closed.Load() {
+			r.consWaiting.Store(false)
+			continue
+		}
+		select {
+		case <-r.notEmpty:
+		case <-ctx.Done():
+			r.consWaiting.Store(false)
+			var zero T
+			return zero, 0, context.Cause(ctx)
+		}
+		r.consWaiting.Store(false)
+	}
+	s := &r.slots[r.chead&r.mask]
+	return s.v, s.origin, nil
+}
+
+func (r *ring[T]) release() {
+	s := &r.slots[r.chead&r.mask]
+	var zero T
+	s.v = zero // the ring must not keep the unit alive
+	r.chead++
+	r.head.Store(r.chead)
+	if r.prodWaiting.Load() && r.ptailSnapshot()-r.chead <= r.size/2 {
+		signal(r.notFull)
+	}
+}
+
+// ptailSnapshot is the producer's published tail, read by the consumer.
+func (r *ring[T]) ptailSnapshot() uint64 { return r.tail.Load() }
+
+// chanLink is a link through a buffered channel.
+type chanLink[T any] struct {
+	capacity int
+	ch       chan item[T]
+}
+
+func (c *chanLink[T]) reset() { c.ch = make(chan item[T], c.capacity) }
+
+func (c *chanLink[T]) put(ctx context.Context, v T, origin int64) error {
+	select {
+	case c.ch <- item[T]{v, origin}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (c *chanLink[T]) get(ctx context.Context) (T, int64, error) {
+	select {
+	case it, ok := <-c.ch:
+		if !ok {
+			return it.v, 0, io.EOF
+		}
+		return it.v, it.origin, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, 0, context.Cause(ctx)
+	}
+}
+
+func (c *chanLink[T]) release() {}
+func (c *chanLink[T]) close()   { close(c.ch) }
+
+// queueLink is a link through a caller's Queue. Entry times travel in a side
+// ring of Cap()+2 slots: the producer writes slot p before it puts unit p,
+// which it can only do after the consumer took unit p-Cap()-1, and the
+// consumer reads the time of unit p-Cap()-2 before it takes unit
+// p-Cap()-1, so the two never touch a slot at the same time.
+type queueLink[T any] struct {
+	q          Queue[T]
+	stamps     []int64
+	pseq, cseq uint64
+}
+
+func (l *queueLink[T]) reset() {
+	l.q.Reset()
+	l.pseq, l.cseq = 0, 0
+}
+
+func (l *queueLink[T]) put(ctx context.Context, v T, origin int64) error {
+	l.stamps[l.pseq%uint64(len(l.stamps))] = origin
+	if err := l.q.Put(ctx, v); err != nil {
+		return err
+	}
+	l.pseq++
+	return nil
+}
+
+func (l *queueLink[T]) get(ctx context.Context) (T, int64, error) {
+	v, err := l.q.Get(ctx)
+	if err != nil {
+		return v, 0, err
+	}
+	origin := l.stamps[l.cseq%uint64(len(l.stamps))]
+	l.cseq++
+	return v, origin, nil
+}
+
+func (l *queueLink[T]) release() { l.q.Release() }
+func (l *queueLink[T]) close()   { l.q.Close() }
+
+// fifoBatch is how many blocks a FIFO link's consumer peeks at once.
+const fifoBatch = 64
+
+// fifoLink is a link through a sector FIFO. Entry times travel in a side
+// array indexed like the FIFO's blocks: the producer writes a block's time
+// before committing it and the consumer reads it before releasing it, so
+// the FIFO's own hand-off orders every access.
+type fifoLink struct {
+	f      *fifo.FIFO
+	bs     int
+	stamps []int64
+	pseq   uint64
+	cseq   uint64
+	batch  []byte // blocks peeked and not yet released
+	off    int    // bytes of batch already handed on
+	done   int    // bytes of batch handed on and released by the pipeline
+}
+
+func newFIFOLink(f *fifo.FIFO) *fifoLink {
+	return &fifoLink{f: f, bs: f.BlockSize(), stamps: make([]int64, f.Cap())}
+}
+
+func (l *fifoLink) reset() {
+	l.f.Reset()
+	l.pseq, l.cseq = 0, 0
+	l.batch, l.off, l.done = nil, 0, 0
+}
+
+func (l *fifoLink) put(ctx context.Context, v []byte, origin int64) error {
+	if len(v) != l.bs {
+		return fmt.Errorf("%w: %d bytes, block is %d", ErrUnitSize, len(v), l.bs)
+	}
+	b, err := l.f.Reserve(ctx)
+	if err != nil {
+		return err
+	}
+	copy(b, v)
+	l.stamps[l.pseq%uint64(len(l.stamps))] = origin
+	if err := l.f.Commit(1); err != nil {
+		return err
+	}
+	l.pseq++
+	return nil
+}
+
+func (l *fifoLink) get(ctx context.Context) ([]byte, int64, error) {
+	if l.off == len(l.batch) {
+		if l.done > 0 {
+			if err := l.f.Release(l.done / l.bs); err != nil {
+				return nil, 0, err
+			}
+		}
+		l.batch, l.off, l.done = nil, 0, 0
+		// Take what is there without waiting for a full batch: a source
+		// may wait for the sink before it produces more.
+		b, err := l.f.TryPeekN(fifoBatch)
+		if err == fifo.ErrEmpty {
+			b, err = l.f.PeekN(ctx, 1)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		l.batch = b
+	}
+	v := l.batch[l.off : l.off+l.bs : l.off+l.bs]
+	l.off += l.bs
+	origin := l.stamps[l.cseq%uint64(len(l.stamps))]
+	l.cseq++
+	return v, origin, nil
+}
+
+func (l *fifoLink) release() { l.done += l.bs }
+func (l *fifoLink) close()   { l.f.Close() }

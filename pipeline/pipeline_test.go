@@ -1,0 +1,449 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+var errBoom = errors.New("test: boom")
+
+// genLink draws any link for int units.
+func genLink(t *rapid.T, label string) Link {
+	c := rapid.IntRange(1, 9).Draw(t, label+" capacity")
+	switch rapid.IntRange(0, 3).Draw(t, label) {
+	case 1:
+		return Ring(c)
+	case 2:
+		return Chan(c)
+	case 3:
+		return Through[int](newChanQueue[int](c))
+	}
+	return Inline()
+}
+
+// affine is a stage x -> a·x + b that fails on the unit of index failAt.
+type affine struct {
+	a, b   int
+	calls  int
+	failAt int // -1: never
+}
+
+func (s *affine) Process(ctx context.Context, x int) (int, error) {
+	s.calls++
+	if s.calls-1 == s.failAt {
+		return 0, errBoom
+	}
+	return s.a*x + s.b, nil
+}
+
+// failingSource counts 0..n-1 and fails instead of producing unit failAt.
+type failingSource struct {
+	counter
+	failAt int
+}
+
+func (s *failingSource) Next(ctx context.Context) (int, error) {
+	if s.i == s.failAt && s.i < s.n {
+		return 0, errBoom
+	}
+	return s.counter.Next(ctx)
+}
+
+// failingSink collects and fails instead of consuming unit failAt.
+type failingSink struct {
+	collect[int]
+	failAt int
+}
+
+func (s *failingSink) Consume(ctx context.Context, v int) error {
+	if len(s.got) == s.failAt {
+		return errBoom
+	}
+	return s.collect.Consume(ctx, v)
+}
+
+// TestPropertyOutputs: any mix of inline and overlapped links produces the
+// outputs of composing the stage functions directly, in order; a failure at
+// stage f on unit k leaves every stage's count, state and the sink's output
+// exactly as the contract says.
+func TestPropertyOutputs(t *testing.T) {
+	checkNoLeaks(t)
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 300).Draw(t, "units")
+		m := rapid.IntRange(0, 5).Draw(t, "stages")
+		nodes := m + 2
+		fail := rapid.IntRange(-1, nodes-1).Draw(t, "failing stage") // -1: none
+		failAt := -1
+		if fail >= 0 {
+			failAt = rapid.IntRange(0, n).Draw(t, "failing unit") // n: never reached
+		}
+		abort := rapid.Bool().Draw(t, "abort on error")
+
+		src := &failingSource{counter: counter{n: n}, failAt: -1}
+		if fail == 0 {
+			src.failAt = failAt
+		}
+		l := From("src", Source[int](src))
+		stages := make([]*affine, m)
+		for i := range stages {
+			stages[i] = &affine{
+				a:      rapid.IntRange(-3, 3).Draw(t, "a"),
+				b:      rapid.IntRange(-100, 100).Draw(t, "b"),
+				failAt: -1,
+			}
+			if fail == i+1 {
+				stages[i].failAt = failAt
+			}
+			l = Then(l, genLink(t, "link"), fmt.Sprintf("f%d", i+1), Stage[int, int](stages[i]))
+		}
+		sink := &failingSink{failAt: -1}
+		if fail == nodes-1 {
+			sink.failAt = failAt
+		}
+		p, err := l.To(genLink(t, "sink link"), "sink", sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Instrument = rapid.Bool().Draw(t, "instrument")
+		p.AbortOnError = abort
+
+		r, err := p.Run(context.Background())
+
+		var want []int
+		for x := range n {
+			for _, s := range stages {
+				x = s.a*x + s.b
+			}
+			want = append(want, x)
+		}
+		failed := fail >= 0 && failAt < n
+		if !failed {
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if diff := cmp.Diff(want, sink.got, cmpEmpty); diff != "" {
+				t.Fatalf("outputs (-want +got):\n%s", diff)
+			}
+			for _, s := range r.Stages {
+				if s.Units != uint64(n) || s.State != StateDone {
+					t.Fatalf("stage %q: %d units, %v; want %d, done", s.Name, s.Units, s.State, n)
+				}
+			}
+			if r.Units != uint64(n) || r.Err != "" {
+				t.Fatalf("report: %d units, error %q", r.Units, r.Err)
+			}
+			return
+		}
+		var se *StageError
+		if !errors.As(err, &se) || !errors.Is(err, errBoom) {
+			t.Fatalf("Run: %v, want a *StageError wrapping errBoom", err)
+		}
+		if se.Index != fail || se.Unit != uint64(failAt) || se.Stage != r.Stages[fail].Name {
+			t.Fatalf("StageError %+v, want stage %d unit %d", se, fail, failAt)
+		}
+		if r.Err != err.Error() {
+			t.Fatalf("report error %q, Run's %q", r.Err, err)
+		}
+		if abort {
+			// Everything stops: the sink saw a prefix of the stream before
+			// the failed unit.
+			if len(sink.got) > failAt {
+				t.Fatalf("sink got %d units after a failure at unit %d", len(sink.got), failAt)
+			}
+			if diff := cmp.Diff(want[:len(sink.got)], sink.got, cmpEmpty); diff != "" {
+				t.Fatalf("outputs (-want +got):\n%s", diff)
+			}
+			if r.Stages[fail].State != StateFailed || r.Stages[fail].Err != errBoom.Error() {
+				t.Fatalf("failed stage: %+v", r.Stages[fail])
+			}
+			return
+		}
+		// Drain: the units before the failed one all reach the sink.
+		if diff := cmp.Diff(want[:failAt], sink.got, cmpEmpty); diff != "" {
+			t.Fatalf("outputs (-want +got):\n%s", diff)
+		}
+		for i, s := range r.Stages {
+			switch {
+			case i == fail:
+				if s.State != StateFailed || s.Units != uint64(failAt) || s.Err != errBoom.Error() {
+					t.Fatalf("failed stage %d: %+v", i, s)
+				}
+			case i > fail:
+				if s.State != StateDone || s.Units != uint64(failAt) || s.Err != "" {
+					t.Fatalf("stage %d after the failure: %+v", i, s)
+				}
+			default:
+				if (s.State != StateDone && s.State != StateStopped) || s.Units < uint64(failAt) || s.Err != "" {
+					t.Fatalf("stage %d before the failure: %+v", i, s)
+				}
+			}
+		}
+		if r.Units != uint64(failAt) {
+			t.Fatalf("report: %d units, want %d", r.Units, failAt)
+		}
+	})
+}
+
+// cmpEmpty treats nil and empty slices alike.
+var cmpEmpty = cmp.Comparer(func(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+})
+
+// linkMakers returns a maker of fresh links of each kind for int units
+// (a Through link's queue serves one link only).
+func linkMakers(capacity int) []func() Link {
+	return []func() Link{
+		Inline,
+		func() Link { return Ring(capacity) },
+		func() Link { return Chan(capacity) },
+		func() Link { return Through[int](newChanQueue[int](capacity)) },
+	}
+}
+
+// blockers are stages that wait for ctx: they stand for a stage stuck on
+// the network when the run is cancelled.
+func blockUntilDone(started chan<- struct{}) StageFunc[int, int] {
+	return func(ctx context.Context, x int) (int, error) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+}
+
+func TestCancelStopsEveryStage(t *testing.T) {
+	for _, mk := range linkMakers(4) {
+		link := mk()
+		t.Run(link.String(), func(t *testing.T) {
+			checkNoLeaks(t)
+			started := make(chan struct{}, 1)
+			src := &counter{n: 1 << 30}
+			l := Then(From("src", Source[int](src)), mk(), "busy", StageFunc[int, int](
+				func(ctx context.Context, x int) (int, error) { return x, nil }))
+			l = Then(l, mk(), "stuck", blockUntilDone(started))
+			sink := &collect[int]{}
+			p, err := l.To(mk(), "sink", sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Instrument = true
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cause := errors.New("test: operator stop")
+			go func() {
+				<-started
+				cancel(cause)
+			}()
+			r, err := p.Run(ctx)
+			if !errors.Is(err, cause) {
+				t.Fatalf("Run: %v, want the cancel cause", err)
+			}
+			for _, s := range r.Stages {
+				if s.State != StateStopped {
+					t.Errorf("stage %q: %v, want stopped", s.Name, s.State)
+				}
+			}
+			if r.Stages[2].Units != 0 || len(sink.got) != 0 {
+				t.Errorf("stuck stage completed %d units, sink %d", r.Stages[2].Units, len(sink.got))
+			}
+		})
+	}
+}
+
+// TestFailureUnblocksStuckStages: a failure downstream stops an upstream
+// stage that waits on its context, and a stage blocked on a full queue.
+func TestFailureUnblocksStuckStages(t *testing.T) {
+	for _, mk := range linkMakers(2)[1:] {
+		t.Run(mk().String(), func(t *testing.T) {
+			checkNoLeaks(t)
+			started := make(chan struct{}, 1)
+			// src -> stuck (waits on ctx after unit 0) ; sink fails at once.
+			stuck := StageFunc[int, int](func(ctx context.Context, x int) (int, error) {
+				if x == 0 {
+					return x, nil
+				}
+				return blockUntilDone(started)(ctx, x)
+			})
+			l := Then(From("src", Source[int](&counter{n: 1 << 30})), mk(), "stuck", Stage[int, int](stuck))
+			p, err := l.To(mk(), "sink", SinkFunc[int](func(ctx context.Context, v int) error {
+				<-started // fail only once the stage upstream is stuck
+				return errBoom
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := p.Run(context.Background())
+			var se *StageError
+			if !errors.As(err, &se) || se.Index != 2 || se.Unit != 0 || !errors.Is(err, errBoom) {
+				t.Fatalf("Run: %v", err)
+			}
+			want := []State{StateStopped, StateStopped, StateFailed}
+			for i, s := range r.Stages {
+				if s.State != want[i] {
+					t.Errorf("stage %q: %v, want %v", s.Name, s.State, want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestDeadline: a run stopped by its context's deadline reports it.
+func TestDeadline(t *testing.T) {
+	checkNoLeaks(t)
+	l := Then(From("src", Source[int](&counter{n: 1 << 40})), Ring(16), "id", StageFunc[int, int](
+		func(ctx context.Context, x int) (int, error) { return x, nil }))
+	sink := &collect[int]{}
+	p, err := l.To(Ring(16), "sink", SinkFunc[int](func(ctx context.Context, v int) error {
+		sink.got = sink.got[:0] // keep memory flat
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	r, err := p.Run(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Units == 0 || r.Stages[0].Units < r.Units {
+		t.Fatalf("units: source %d, sink %d", r.Stages[0].Units, r.Units)
+	}
+}
+
+func TestRunAgain(t *testing.T) {
+	checkNoLeaks(t)
+	src := &counter{n: 100}
+	sink := &collect[int]{}
+	l := Then(From("src", Source[int](src)), Ring(4), "double", StageFunc[int, int](
+		func(ctx context.Context, x int) (int, error) { return 2 * x, nil }))
+	p, err := l.To(Chan(3), "sink", sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 3 {
+		src.i, sink.got = 0, nil
+		p.Instrument = run%2 == 1
+		r, err := p.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sink.got) != 100 || sink.got[99] != 198 || r.Units != 100 {
+			t.Fatalf("run %d: got %d units, report %d", run, len(sink.got), r.Units)
+		}
+	}
+}
+
+func TestRunConcurrently(t *testing.T) {
+	checkNoLeaks(t)
+	release := make(chan struct{})
+	p, err := From("src", Source[int](&counter{n: 1})).To(Inline(), "sink", SinkFunc[int](
+		func(ctx context.Context, v int) error { <-release; return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { _, err := p.Run(context.Background()); done <- err }()
+	for !p.running.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := p.Run(context.Background()); !errors.Is(err, ErrRunning) {
+		t.Errorf("second Run: %v, want ErrRunning", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	id := StageFunc[int, int](func(ctx context.Context, x int) (int, error) { return x, nil })
+	src := Source[int](&counter{n: 1})
+	sink := &collect[int]{}
+	tests := []struct {
+		name  string
+		build func() (*Pipeline, error)
+		want  error
+	}{
+		{"nil source", func() (*Pipeline, error) { return From[int]("s", nil).To(Inline(), "k", sink) }, ErrNil},
+		{"nil stage", func() (*Pipeline, error) {
+			return Then[int, int](From("s", src), Inline(), "x", nil).To(Inline(), "k", sink)
+		}, ErrNil},
+		{"nil sink", func() (*Pipeline, error) { return From("s", src).To(Inline(), "k", nil) }, ErrNil},
+		{"ring 0", func() (*Pipeline, error) { return From("s", src).To(Ring(0), "k", sink) }, ErrLink},
+		{"chan -1", func() (*Pipeline, error) { return Then(From("s", src), Chan(-1), "x", id).To(Inline(), "k", sink) }, ErrLink},
+		{"queue of the wrong type", func() (*Pipeline, error) {
+			return From("s", src).To(Through[string](newChanQueue[string](2)), "k", sink)
+		}, ErrLink},
+		{"nil queue", func() (*Pipeline, error) { return From("s", src).To(Through[int](nil), "k", sink) }, ErrLink},
+		{"queue used twice", func() (*Pipeline, error) {
+			q := Through[int](newChanQueue[int](2))
+			return Then(From("s", src), q, "x", id).To(q, "k", sink)
+		}, ErrLink},
+		{"nil fifo", func() (*Pipeline, error) { return From("s", src).To(FIFO(nil), "k", sink) }, ErrLink},
+		{"line extended twice", func() (*Pipeline, error) {
+			l := From("s", src)
+			_ = Then(l, Inline(), "a", id)
+			return Then(l, Inline(), "b", id).To(Inline(), "k", sink)
+		}, ErrUsed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tt.build()
+			if !errors.Is(err, tt.want) || p != nil {
+				t.Fatalf("got %v, %v; want %v", p, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStrings(t *testing.T) {
+	for _, tt := range []struct{ got, want string }{
+		{Inline().String(), "inline"},
+		{Ring(64).String(), "ring(64)"},
+		{Chan(3).String(), "chan(3)"},
+		{Through[int](newChanQueue[int](5)).String(), "queue(5)"},
+		{StateDone.String(), "done"},
+		{StateFailed.String(), "failed"},
+		{StateStopped.String(), "stopped"},
+		{StateIdle.String(), "idle"},
+		{State(9).String(), "State(9)"},
+		{LinkFIFO.String(), "fifo"},
+		{LinkKind(9).String(), "LinkKind(9)"},
+		{(&StageError{Stage: "crc", Index: 2, Unit: 7, Err: errBoom}).Error(), `pipeline: stage 2 "crc", unit 7: test: boom`},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
+
+// TestSourceErrorEOFWrapped: only an unwrapped io.EOF ends the stream.
+func TestSourceWrappedEOFFails(t *testing.T) {
+	checkNoLeaks(t)
+	wrapped := fmt.Errorf("reading: %w", io.EOF)
+	p, err := From("src", SourceFunc[int](func(ctx context.Context) (int, error) { return 0, wrapped })).
+		To(Ring(1), "sink", &collect[int]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Run(context.Background()); !errors.Is(err, wrapped) {
+		t.Fatalf("Run: %v", err)
+	}
+}
