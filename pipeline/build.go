@@ -140,7 +140,7 @@ func entry[T any](p *Pipeline, nd int, c consumer[T]) (any, error) {
 		return nil, fmt.Errorf("stage %d %q: %w", nd, n.name, err)
 	}
 	s := n.seg
-	p.segs[s].head = &linkHead[T]{nd: n, lk: lk, next: c}
+	p.segs[s].head = &linkHead[T]{up: p.segs[s-1], nd: n, lk: lk, next: c}
 	p.segs[s].link = lk
 	p.segs[s-1].out = lk
 	return &linkTail[T]{nd: p.nodes[nd-1], lk: lk}, nil
@@ -157,7 +157,7 @@ func (b *builder) pipeline() (*Pipeline, error) {
 			p.segs[len(p.segs)-1].last = i - 1
 		}
 		if i == 0 || n.link.Overlapped() {
-			p.segs = append(p.segs, segment{index: seg, first: i})
+			p.segs = append(p.segs, &segment{index: seg, first: i})
 		}
 		n.seg = seg
 	}
@@ -210,7 +210,7 @@ type Pipeline struct {
 	AbortOnError bool
 
 	nodes   []*node
-	segs    []segment
+	segs    []*segment
 	e2e     *Histogram
 	running atomic.Bool
 	runState

@@ -215,13 +215,13 @@ type ring[T any] struct {
 	// consumer's fields
 	chead, ccache uint64 // its head, and the tail it last read
 	_             pad
-	closed      atomic.Bool
-	prodWaiting atomic.Bool
-	consWaiting atomic.Bool
-	notFull     chan struct{}
-	notEmpty    chan struct{}
-	size, mask  uint64
-	slots       []item[T]
+	closed        atomic.Bool
+	prodWaiting   atomic.Bool
+	consWaiting   atomic.Bool
+	notFull       chan struct{}
+	notEmpty      chan struct{}
+	size, mask    uint64
+	slots         []item[T]
 }
 
 func newRing[T any](capacity int) *ring[T] {

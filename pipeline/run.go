@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,8 +53,9 @@ type segment struct {
 	link        interface{ reset() }
 	out         interface{ close() } // the link after last, nil for the sink's
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped atomic.Bool // the segment was stopped; set before out is closed
 }
 
 type runner interface {
@@ -135,7 +137,8 @@ func (h *sourceHead[T]) run(ctx context.Context) error {
 
 // linkHead runs a segment that starts after an overlapped link.
 type linkHead[T any] struct {
-	nd   *node // the segment's first stage
+	up   *segment // the segment before the link
+	nd   *node    // the segment's first stage
 	lk   link[T]
 	next consumer[T]
 }
@@ -155,6 +158,9 @@ func (h *linkHead[T]) run(ctx context.Context) error {
 		v, origin, err := h.lk.get(ctx)
 		if err != nil {
 			if err == io.EOF {
+				if h.up.stopped.Load() {
+					return errStop // the stream was cut, not ended
+				}
 				return nil
 			}
 			return h.nd.pl.fail(ctx, h.nd, err)
@@ -319,7 +325,8 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 	switch {
 	case p.first != nil:
 		err = p.first
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && p.nodes[len(p.nodes)-1].state == StateStopped:
+		// A context done after the sink saw the end did not stop the run.
 		err = context.Cause(ctx)
 	}
 	r := p.report(wall, err)
@@ -333,6 +340,7 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 // run runs the segment to its end and records how its stages ended.
 func (s *segment) run() {
 	err := s.head.run(s.ctx)
+	s.stopped.Store(err == errStop)
 	if s.out != nil {
 		s.out.close()
 	}
