@@ -1,0 +1,212 @@
+package nbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileDisk is a Backend on an open file (or block device): ReadAt and
+// WriteAt are pread and pwrite, Flush and FUA writes use fdatasync, Trim
+// and WriteZeroes punch holes with fallocate (WriteZeroes with FlagNoHole
+// uses FALLOC_FL_ZERO_RANGE), and BlockStatus finds holes with SEEK_DATA
+// and SEEK_HOLE. Where the file system lacks fallocate modes, Trim does
+// nothing and WriteZeroes writes zeroes (or fails with ENOTSUP under
+// FlagFastZero). It is safe for concurrent use; its size is fixed when it
+// is made. It does not own the file unless made by OpenFileDisk.
+type FileDisk struct {
+	f    *os.File
+	fd   int
+	size int64
+	own  bool
+}
+
+// NewFileDisk serves f, whose size (or block device size) is read now.
+func NewFileDisk(f *os.File) (*FileDisk, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := fi.Size()
+	if fi.Mode()&os.ModeDevice != 0 {
+		// A block device's size comes from seeking to its end.
+		if size, err = f.Seek(0, io.SeekEnd); err != nil {
+			return nil, fmt.Errorf("nbd: size of %s: %w", f.Name(), err)
+		}
+	}
+	return &FileDisk{f: f, fd: int(f.Fd()), size: size}, nil
+}
+
+// OpenFileDisk opens path read-write (read-only if readOnly) and serves
+// it; Close closes the file.
+func OpenFileDisk(path string, readOnly bool) (*FileDisk, error) {
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	d, err := NewFileDisk(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	d.own = true
+	return d, nil
+}
+
+// Close closes the file if OpenFileDisk opened it.
+func (d *FileDisk) Close() error {
+	if d.own {
+		return d.f.Close()
+	}
+	return nil
+}
+
+// Size returns the size of the file when the FileDisk was made.
+func (d *FileDisk) Size() int64 { return d.size }
+
+// CanMultiConn reports true: every connection writes to the same file,
+// and fdatasync makes all of its writes durable.
+func (d *FileDisk) CanMultiConn() bool { return true }
+
+// ReadAt reads with pread; bytes past the end of a file that shrank read
+// as zeroes only if the file says so, otherwise io.EOF is returned.
+func (d *FileDisk) ReadAt(p []byte, off int64) (int, error) { return d.f.ReadAt(p, off) }
+
+// WriteAt writes with pwrite. A write past Size fails with an error
+// matching syscall.ENOSPC.
+func (d *FileDisk) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || int64(len(p)) > d.size-off {
+		return 0, fmt.Errorf("nbd: FileDisk write of %d bytes at %d past its %d bytes: %w", len(p), off, d.size, syscall.ENOSPC)
+	}
+	return d.f.WriteAt(p, off)
+}
+
+// WriteAtFUA writes and then runs fdatasync.
+func (d *FileDisk) WriteAtFUA(p []byte, off int64) (int, error) {
+	n, err := d.WriteAt(p, off)
+	if err == nil {
+		err = d.Flush(context.Background())
+	}
+	return n, err
+}
+
+// Flush runs fdatasync on the file.
+func (d *FileDisk) Flush(ctx context.Context) error {
+	return serverRetry(func() error { return unix.Fdatasync(d.fd) })
+}
+
+func serverRetry(f func() error) error {
+	for {
+		err := f()
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+func (d *FileDisk) inRange(off, n int64) bool { return off >= 0 && n >= 0 && off <= d.size && n <= d.size-off }
+
+// Trim punches a hole (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE); on a file
+// system without it, it does nothing, as NBD allows.
+func (d *FileDisk) Trim(ctx context.Context, off, length int64) error {
+	if !d.inRange(off, length) {
+		return fmt.Errorf("nbd: FileDisk trim past its end: %w", syscall.EINVAL)
+	}
+	if length == 0 {
+		return nil
+	}
+	err := d.fallocate(unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return nil
+	}
+	return err
+}
+
+func (d *FileDisk) fallocate(mode uint32, off, length int64) error {
+	return serverRetry(func() error { return unix.Fallocate(d.fd, mode, off, length) })
+}
+
+// WriteZeroes punches a hole, or with FlagNoHole zeroes the range in place
+// (FALLOC_FL_ZERO_RANGE); where the file system has neither it writes
+// zeroes, unless FlagFastZero asks it to fail with ENOTSUP instead.
+func (d *FileDisk) WriteZeroes(ctx context.Context, off, length int64, flags CmdFlags) error {
+	if !d.inRange(off, length) {
+		return fmt.Errorf("nbd: FileDisk write zeroes past its end: %w", syscall.ENOSPC)
+	}
+	if length == 0 {
+		return nil
+	}
+	mode := uint32(unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE)
+	if flags.Has(FlagNoHole) {
+		mode = unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE
+	}
+	err := d.fallocate(mode, off, length)
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENODEV) {
+		return err
+	}
+	if flags.Has(FlagFastZero) {
+		return ENOTSUP
+	}
+	for length > 0 {
+		k := min(length, int64(len(serverZeroes)))
+		if _, err := d.f.WriteAt(serverZeroes[:k], off); err != nil {
+			return err
+		}
+		off += k
+		length -= k
+	}
+	return nil
+}
+
+// BlockStatus appends extents for [off, off+length) found with SEEK_DATA
+// and SEEK_HOLE: holes as ExtentHole|ExtentZero, data as 0. Where the
+// file system cannot tell, all of it is data.
+func (d *FileDisk) BlockStatus(ctx context.Context, off, length int64, dst []Extent) ([]Extent, error) {
+	if !d.inRange(off, length) {
+		return dst, fmt.Errorf("nbd: FileDisk block status past its end: %w", syscall.EINVAL)
+	}
+	end := off + length
+	add := func(n int64, f ExtentFlags) {
+		for n > 0 {
+			k := min(n, 1<<30)
+			dst = append(dst, Extent{Length: uint32(k), Flags: f})
+			n -= k
+		}
+	}
+	for off < end {
+		data, err := unix.Seek(d.fd, off, unix.SEEK_DATA)
+		switch {
+		case err == unix.ENXIO:
+			// No data from off to the end of the file.
+			add(end-off, ExtentHole|ExtentZero)
+			return dst, nil
+		case err != nil:
+			if len(dst) == 0 {
+				add(end-off, 0) // cannot tell: data
+			}
+			return dst, nil
+		}
+		if data > off {
+			add(min(data, end)-off, ExtentHole|ExtentZero)
+			off = min(data, end)
+			continue
+		}
+		hole, err := unix.Seek(d.fd, off, unix.SEEK_HOLE)
+		if err != nil || hole <= off {
+			add(end-off, 0)
+			return dst, nil
+		}
+		add(min(hole, end)-off, 0)
+		off = min(hole, end)
+	}
+	return dst, nil
+}
