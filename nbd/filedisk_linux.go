@@ -113,7 +113,9 @@ func serverRetry(f func() error) error {
 	}
 }
 
-func (d *FileDisk) inRange(off, n int64) bool { return off >= 0 && n >= 0 && off <= d.size && n <= d.size-off }
+func (d *FileDisk) inRange(off, n int64) bool {
+	return off >= 0 && n >= 0 && off <= d.size && n <= d.size-off
+}
 
 // Trim punches a hole (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE); on a file
 // system without it, it does nothing, as NBD allows.
