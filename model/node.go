@@ -137,7 +137,9 @@ func RateNode(name string, r Rate) Node {
 	return NewNode(name, Streaming(name, r))
 }
 
-// CostNode returns a node with the affine cost c (a fitted node).
+// CostNode returns a node with the affine cost c (a fitted node). The node
+// takes c as it is: a fit's negative Fixed gives negative times for blocks
+// below -Fixed/PerByte bytes, outside the data the fit came from.
 func CostNode(name string, c Cost) Node {
 	return NewNode(name,
 		Term{Name: "per block", Each: c.Fixed},
