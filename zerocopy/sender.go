@@ -151,8 +151,9 @@ func (s *Sender) Splice(src io.Reader, n int64) (int64, error) {
 }
 
 // ReadFrom sends everything src holds until io.EOF (io.Copy calls it):
-// sendfile for a regular *os.File (from and moving its file position),
-// splice for another syscall.Conn (socket, pipe), the copy path otherwise.
+// sendfile when src is a syscall.Conn over a regular file (such as an
+// *os.File, read from and moving its file position), splice for another
+// syscall.Conn (socket, pipe), the copy path otherwise.
 // An *io.LimitedReader is looked through, as io.Copy's callers expect, and
 // its N decreased by the bytes sent.
 func (s *Sender) ReadFrom(src io.Reader) (int64, error) {
@@ -175,14 +176,14 @@ func (s *Sender) ReadFrom(src io.Reader) (int64, error) {
 		path    = PathCopy
 		total   int64
 	)
-	if f, ok := src.(*os.File); ok && isRegular(f) {
+	if sc, ok := src.(syscall.Conn); !ok {
+		refusal = errNotKernel
+	} else if isRegularFile(sc) {
 		path = PathSendfile
-		done, refusal, err = s.sendfile(f, nil, want)
-	} else if _, ok := src.(syscall.Conn); ok {
+		done, refusal, err = s.sendfile(sc, nil, want)
+	} else {
 		path = PathSplice
 		done, refusal, err = s.splice(src, want)
-	} else {
-		refusal = errNotKernel
 	}
 	total, err = s.finish(path, done, want, refusal, err, func(rest int64) (int64, error) {
 		return s.copyN(src, rest)
@@ -270,9 +271,4 @@ func (s *Sender) copyN(src io.Reader, n int64) (int64, error) {
 		}
 	}
 	return total, nil
-}
-
-func isRegular(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode().IsRegular()
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"syscall"
 
@@ -143,7 +142,7 @@ func (k *kernelState) pump(fd uintptr) bool {
 // sendfile moves up to n bytes of f by sendfile(2), from *off (advancing
 // it) or from the file position when off is nil. It stops early at EOF, on a
 // refusal (returned as refusal, for the copy path to take over) or an error.
-func (s *Sender) sendfile(f *os.File, off *int64, n int64) (done int64, refusal, err error) {
+func (s *Sender) sendfile(f syscall.Conn, off *int64, n int64) (done int64, refusal, err error) {
 	k := &s.kernel
 	k.drain = 0
 	if s.rc == nil {
@@ -271,4 +270,20 @@ func errOr(err, def error) error {
 		return err
 	}
 	return def
+}
+
+// isRegularFile reports whether the descriptor behind c is a regular file,
+// the source sendfile(2) takes (also when the *os.File is wrapped, as
+// os.File.WriteTo does when it hands itself to io.Copy).
+func isRegularFile(c syscall.Conn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil || serr != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFREG
 }

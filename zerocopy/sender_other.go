@@ -5,7 +5,7 @@ package zerocopy
 import (
 	"errors"
 	"io"
-	"os"
+	"syscall"
 )
 
 // errNoKernelPath is the refusal on systems without splice and sendfile
@@ -17,10 +17,12 @@ type kernelState struct{ drain int64 }
 func (k *kernelState) init(*Sender) {}
 func (k *kernelState) close() error { return nil }
 
-func (s *Sender) sendfile(*os.File, *int64, int64) (int64, error, error) {
+func (s *Sender) sendfile(syscall.Conn, *int64, int64) (int64, error, error) {
 	return 0, errNoKernelPath, nil
 }
 
 func (s *Sender) splice(io.Reader, int64) (int64, error, error) {
 	return 0, errNoKernelPath, nil
 }
+
+func isRegularFile(syscall.Conn) bool { return false }
