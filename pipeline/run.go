@@ -186,6 +186,8 @@ type linkTail[T any] struct {
 
 func (n *linkTail[T]) push(ctx context.Context, v T, origin, t int64) (int64, error) {
 	if err := n.lk.put(ctx, v, origin); err != nil {
+		// The unit was not handed on: the stage did not complete it.
+		n.nd.units--
 		return t, n.nd.pl.fail(ctx, n.nd, err)
 	}
 	if st := n.nd.stats; st != nil {

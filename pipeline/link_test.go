@@ -1,0 +1,264 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/nhdkit/nhd/fifo"
+	"pgregory.net/rapid"
+)
+
+func canceledCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// ringMachine checks the ring against a slice, from one goroutine: a put on
+// a full ring and a get on an empty one are made with a cancelled context,
+// so they return its error instead of waiting.
+type ringMachine struct {
+	r      *ring[int]
+	size   int
+	queue  []int
+	held   bool // a unit got and not released
+	closed bool
+	next   int
+}
+
+func (m *ringMachine) Put(t *rapid.T) {
+	if m.closed {
+		t.Skip("the producer does not put after close")
+	}
+	ctx := context.Background()
+	full := len(m.queue) == m.size
+	if full {
+		ctx = canceledCtx()
+	}
+	err := m.r.put(ctx, m.next, int64(m.next)*3)
+	if full {
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("put on a full ring: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	m.queue = append(m.queue, m.next)
+	m.next++
+}
+
+func (m *ringMachine) Get(t *rapid.T) {
+	if m.held {
+		t.Skip("the consumer releases before its next get")
+	}
+	ctx := context.Background()
+	if len(m.queue) == 0 && !m.closed {
+		ctx = canceledCtx()
+	}
+	v, origin, err := m.r.get(ctx)
+	switch {
+	case len(m.queue) > 0:
+		if err != nil || v != m.queue[0] || origin != int64(v)*3 {
+			t.Fatalf("get: %d, %d, %v; want %d", v, origin, err, m.queue[0])
+		}
+		m.held = true
+	case m.closed:
+		if err != io.EOF {
+			t.Fatalf("get on a closed, empty ring: %v", err)
+		}
+	default:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("get on an empty ring: %v", err)
+		}
+	}
+}
+
+func (m *ringMachine) Release(t *rapid.T) {
+	if !m.held {
+		t.Skip("nothing to release")
+	}
+	m.r.release()
+	m.queue = m.queue[1:]
+	m.held = false
+}
+
+func (m *ringMachine) Close(t *rapid.T) {
+	m.r.close()
+	m.closed = true
+}
+
+func (m *ringMachine) Reset(t *rapid.T) {
+	if !rapid.Bool().Draw(t, "reset") { // rarely
+		t.Skip()
+	}
+	m.r.reset()
+	m.queue, m.held, m.closed = nil, false, false
+}
+
+func (m *ringMachine) Check(t *rapid.T) {
+	if n := int(m.r.tail.Load() - m.r.head.Load()); n != len(m.queue) {
+		t.Fatalf("ring holds %d, model %d", n, len(m.queue))
+	}
+}
+
+func TestRingStateMachine(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := rapid.IntRange(1, 9).Draw(t, "capacity")
+		r := newRing[int](c)
+		size := 1
+		for size < c {
+			size <<= 1
+		}
+		if int(r.size) != size {
+			t.Fatalf("capacity %d: size %d, want %d", c, r.size, size)
+		}
+		t.Repeat(rapid.StateMachineActions(&ringMachine{r: r, size: size}))
+	})
+}
+
+// TestLinksConcurrent moves units through each kind of link between two
+// goroutines and checks they arrive in order, with their entry times.
+func TestLinksConcurrent(t *testing.T) {
+	checkNoLeaks(t)
+	const n = 20000
+	for _, c := range []int{1, 2, 3, 64} {
+		for _, lk := range []link[int]{newRing[int](c), &chanLink[int]{capacity: c}, &queueLink[int]{q: newChanQueue[int](c), stamps: make([]int64, c+2)}} {
+			lk.reset()
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := range n {
+					if err := lk.put(context.Background(), i, int64(i)+1); err != nil {
+						t.Errorf("put %d: %v", i, err)
+						return
+					}
+				}
+				lk.close()
+			})
+			for i := 0; ; i++ {
+				v, origin, err := lk.get(context.Background())
+				if err == io.EOF {
+					if i != n {
+						t.Fatalf("%T cap %d: EOF after %d units", lk, c, i)
+					}
+					break
+				}
+				if err != nil || v != i || origin != int64(i)+1 {
+					t.Fatalf("%T cap %d: unit %d: %d, %d, %v", lk, c, i, v, origin, err)
+				}
+				lk.release()
+			}
+			wg.Wait()
+		}
+	}
+}
+
+func newTestFIFO(t testing.TB, blocks, bs int) *fifo.FIFO {
+	f, err := fifo.New(fifo.Config{Blocks: blocks, BlockSize: bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestFIFOLink streams sectors through a FIFO link with stages on both
+// sides and checks every byte arrives, in order, through runs repeated on
+// the same FIFO.
+func TestFIFOLink(t *testing.T) {
+	checkNoLeaks(t)
+	const bs, n = 512, 3000
+	f := newTestFIFO(t, 16, bs)
+	buf := make([]byte, bs)
+	i := 0
+	src := SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) {
+		if i == n {
+			return nil, io.EOF
+		}
+		for j := range buf {
+			buf[j] = byte(i + j)
+		}
+		i++
+		return buf, nil // reused: the FIFO link copies it
+	})
+	var got uint64
+	bad := -1
+	k := 0
+	check := SinkFunc[[]byte](func(ctx context.Context, b []byte) error {
+		for j := range b {
+			if b[j] != byte(k+j)^0xff && bad < 0 {
+				bad = k
+			}
+		}
+		got += uint64(len(b))
+		k++
+		return nil
+	})
+	invert := StageFunc[[]byte, []byte](func(ctx context.Context, b []byte) ([]byte, error) {
+		for j := range b {
+			b[j] ^= 0xff // in place, in the FIFO's block
+		}
+		return b, nil
+	})
+	size := func(b []byte) int { return len(b) }
+	l := Then(From("src", Source[[]byte](src)).Size(size), FIFO(f), "invert", Stage[[]byte, []byte](invert))
+	p, err := l.Size(size).To(Inline(), "check", check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		i, k, got, bad = 0, 0, 0, -1
+		p.Instrument = run == 1
+		r, err := p.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad >= 0 || got != n*bs || r.Units != n {
+			t.Fatalf("run %d: first bad sector %d, %d bytes, %d units", run, bad, got, r.Units)
+		}
+		if p.Instrument && (r.Bytes != n*bs || r.RateUnit != "B/s" || r.Stages[1].Link != "fifo(16)") {
+			t.Fatalf("report: %d bytes, %q, link %q", r.Bytes, r.RateUnit, r.Stages[1].Link)
+		}
+	}
+}
+
+func TestFIFOLinkWrongSize(t *testing.T) {
+	checkNoLeaks(t)
+	f := newTestFIFO(t, 8, 512)
+	sent := 0
+	src := SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) {
+		sent++
+		if sent == 5 {
+			return make([]byte, 100), nil
+		}
+		return make([]byte, 512), nil
+	})
+	sink := &collect[[]byte]{}
+	p, err := From("src", Source[[]byte](src)).To(FIFO(f), "sink", SinkFunc[[]byte](
+		func(ctx context.Context, b []byte) error { return sink.Consume(ctx, bytes.Clone(b)) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Run(context.Background())
+	var se *StageError
+	if !errors.As(err, &se) || !errors.Is(err, ErrUnitSize) || se.Index != 0 || se.Unit != 4 {
+		t.Fatalf("Run: %v", err)
+	}
+	// The source made unit 4 but could not hand it on: it failed there, and
+	// the sink drained the four before.
+	if len(sink.got) != 4 || r.Stages[1].State != StateDone || r.Stages[0].State != StateFailed || r.Stages[0].Units != 4 {
+		t.Fatalf("sink got %d; report %+v", len(sink.got), r.Stages)
+	}
+}
+
+func TestFIFOLinkType(t *testing.T) {
+	f := newTestFIFO(t, 8, 512)
+	_, err := From("src", Source[int](&counter{n: 1})).To(FIFO(f), "sink", &collect[int]{})
+	if !errors.Is(err, ErrLink) {
+		t.Fatalf("a FIFO link for int units: %v", err)
+	}
+}
