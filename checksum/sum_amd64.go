@@ -2,10 +2,103 @@
 
 package checksum
 
-func sumLE(b []byte) uint64 { return sumGeneric(b) }
+import (
+	"math/bits"
+	"unsafe"
 
-func copySumLE(dst, src []byte) uint64 { return copySumGeneric(dst, src) }
+	"golang.org/x/sys/cpu"
+)
 
-func archImpls() []impl { return nil }
+// The amd64 fast path: AVX2 assembly in sum_amd64.s, chosen at init when the
+// CPU and OS support AVX2; otherwise, and under the purego build tag, the
+// pure-Go code in sum_generic.go.
 
-func maxBlock() int { return 1 << 20 }
+//go:noescape
+func sumAVX2(b []byte) uint64
+
+//go:noescape
+func copySumAVX2(dst, src []byte) uint64
+
+//go:noescape
+func copySumAVX2NT(dst, src []byte) uint64
+
+var useAVX2 = cpu.X86.HasAVX2
+
+const (
+	// avx2Block is the most one assembly call sums: its 32-bit lanes are
+	// exact up to 4 MiB (see sum_amd64.s).
+	avx2Block = 1 << 20
+	// avx2Min is the length below which the pure-Go sum is as fast: the
+	// vector path has a fixed cost (reduction, VZEROUPPER) to amortise.
+	avx2Min = 256
+	// ntMin is the copy length from which CopyAndChecksum stores around the
+	// cache, as runtime.memmove does from 1 MiB.
+	ntMin = 1 << 20
+)
+
+func maxBlock() int { return avx2Block }
+
+func sumLE(b []byte) uint64 {
+	if !useAVX2 || len(b) < avx2Min {
+		return sumGeneric(b)
+	}
+	return sumAVX2Blocks(b)
+}
+
+func copySumLE(dst, src []byte) uint64 {
+	if !useAVX2 || len(src) < avx2Min {
+		return copySumGeneric(dst, src)
+	}
+	return copySumAVX2Blocks(dst, src)
+}
+
+// sumAVX2Blocks sums b with the assembly in blocks of at most avx2Block
+// bytes; the tail under 128 bytes is summed in Go.
+func sumAVX2Blocks(b []byte) uint64 {
+	var s uint64
+	for len(b) >= 128 {
+		n := min(len(b), avx2Block) &^ 127
+		s = add64(s, sumAVX2(b[:n]))
+		b = b[n:]
+	}
+	return add64(s, sumGeneric(b))
+}
+
+// copySumAVX2Blocks is the fused copy: one load of each 32 bytes, one store,
+// and the sum taken from the register. Overlapping buffers fall back to the
+// generic path, which behaves like copy().
+func copySumAVX2Blocks(dst, src []byte) uint64 {
+	if overlaps(dst, src) {
+		return copySumGeneric(dst, src)
+	}
+	var s uint64
+	rot := 0
+	if len(src) >= ntMin {
+		// Non-temporal stores need a 32-byte aligned destination: move the
+		// head in Go. If the head is odd, the rest of the bytes sit at odd
+		// offsets, and their partial is byte-swapped (rotated by 8 bits,
+		// which is multiplying by 2^8 modulo 2^64-1) when it is added.
+		h := int(-uintptr(unsafe.Pointer(unsafe.SliceData(dst))) & 31)
+		s = copySumGeneric(dst[:h], src[:h])
+		dst, src = dst[h:], src[h:]
+		rot = (h & 1) * 8
+		for len(src) >= 128 {
+			n := min(len(src), avx2Block) &^ 127
+			s = add64(s, bits.RotateLeft64(copySumAVX2NT(dst[:n], src[:n]), rot))
+			dst, src = dst[n:], src[n:]
+		}
+	}
+	for len(src) >= 128 {
+		n := min(len(src), avx2Block) &^ 127
+		s = add64(s, bits.RotateLeft64(copySumAVX2(dst[:n], src[:n]), rot))
+		dst, src = dst[n:], src[n:]
+	}
+	return add64(s, bits.RotateLeft64(copySumGeneric(dst, src), rot))
+}
+
+func archImpls() []impl {
+	if !useAVX2 {
+		return nil
+	}
+	return []impl{{name: "avx2", sum: sumAVX2Blocks, copySum: copySumAVX2Blocks}}
+}
