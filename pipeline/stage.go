@@ -122,3 +122,14 @@ func (s State) String() string {
 
 // MarshalText returns String's text, so reports print states by name.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a state's name, so a JSON report reads back.
+func (s *State) UnmarshalText(b []byte) error {
+	for i, name := range stateNames {
+		if string(b) == name {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("pipeline: unknown state %q", b)
+}
