@@ -7,6 +7,13 @@ import (
 	"github.com/nhdkit/nhd/ata"
 )
 
+// tb is what the helpers need of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 func testInfo(sectors uint64) ata.DeviceInfo {
 	return ata.DeviceInfo{
 		Model: "NHD Test Disk", Serial: "SN-0001", Firmware: "FW1",
@@ -19,18 +26,19 @@ type rig struct {
 	disk *memDisk
 	eng  *ata.BufferDMA
 	host *ata.Host
+	irqs int // interrupts raised
 }
 
 // newRig builds a device over a memDisk with a BufferDMA engine and a host
 // driver for it.
-func newRig(t testing.TB, info ata.DeviceInfo) *rig {
+func newRig(t tb, info ata.DeviceInfo) *rig {
 	t.Helper()
 	ss := info.LogicalSectorSize
 	if ss == 0 {
 		ss = 512
 	}
 	r := &rig{disk: newMemDisk(int(info.Sectors), ss), eng: &ata.BufferDMA{}}
-	d, err := ata.NewDevice(ata.Config{Info: info, Backend: r.disk, DMA: r.eng})
+	d, err := ata.NewDevice(ata.Config{Info: info, Backend: r.disk, DMA: r.eng, Interrupt: func() { r.irqs++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +62,7 @@ func newTestDevice(t testing.TB, info ata.DeviceInfo, dma ata.DMA) *ata.Device {
 func asTransition(err error, te **ata.TransitionError) bool { return errors.As(err, te) }
 
 // ataErr returns err as an *ata.Error or fails.
-func ataErr(t testing.TB, err error) *ata.Error {
+func ataErr(t tb, err error) *ata.Error {
 	t.Helper()
 	var e *ata.Error
 	if !errors.As(err, &e) {
