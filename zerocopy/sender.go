@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"syscall"
 )
@@ -73,6 +74,9 @@ type SendStats struct {
 // The bytes are copied by the kernel into the destination before each call
 // returns, so the sources may be reused right after (unlike vmsplice, which
 // the Sender does not use: there the pipe would keep referencing user pages).
+// To allocate nothing per call, the Sender remembers the last source
+// (*os.File, *net.TCPConn or *net.UnixConn) and its RawConn until a call with
+// another source or Close; it never reads from it outside a call.
 //
 // A Sender is not safe for concurrent use. Close releases its pipe, not dst.
 type Sender struct {
@@ -82,7 +86,32 @@ type Sender struct {
 	acct   *Accounting
 	buf    []byte // copy path buffer, allocated on first use
 	stats  SendStats
+	src    srcCache
 	kernel kernelState // platform state: pipe, callbacks
+}
+
+// srcCache remembers the last source's RawConn (SyscallConn allocates) for
+// the pointer types where comparing is safe and cheap.
+type srcCache struct {
+	conn    syscall.Conn
+	rc      syscall.RawConn
+	regular int8 // 0 unknown, 1 regular file, -1 not
+}
+
+// srcRawConn returns c's RawConn, from the cache when c is the last source.
+func (s *Sender) srcRawConn(c syscall.Conn) (syscall.RawConn, error) {
+	if c == s.src.conn && s.src.rc != nil {
+		return s.src.rc, nil
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	switch c.(type) {
+	case *os.File, *net.TCPConn, *net.UnixConn:
+		s.src = srcCache{conn: c, rc: rc}
+	}
+	return rc, nil
 }
 
 // NewSender returns a Sender writing to dst.
@@ -109,8 +138,12 @@ func (s *Sender) SetAccounting(a *Accounting) { s.acct = a }
 // Stats returns a snapshot of the Sender's counters.
 func (s *Sender) Stats() SendStats { return s.stats }
 
-// Close releases the Sender's pipe. It does not close the destination.
-func (s *Sender) Close() error { return s.kernel.close() }
+// Close releases the Sender's pipe and forgets the last source. It does not
+// close the destination.
+func (s *Sender) Close() error {
+	s.src = srcCache{}
+	return s.kernel.close()
+}
 
 // Write writes p to the destination (a plain write, counted on the copy
 // path's crossings but not as a call). It makes the Sender an io.Writer, so
@@ -129,10 +162,9 @@ func (s *Sender) SendFile(f *os.File, off, n int64) (int64, error) {
 	if off < 0 || n < 0 {
 		return 0, fmt.Errorf("%w: SendFile at %d of %d bytes", ErrRange, off, n)
 	}
-	pos := off
-	done, refusal, err := s.sendfile(f, &pos, n)
+	done, refusal, err := s.sendfile(f, off, true, n)
 	return s.finish(PathSendfile, done, n, refusal, err, func(rest int64) (int64, error) {
-		return s.copyN(io.NewSectionReader(f, pos, rest), rest)
+		return s.copyN(io.NewSectionReader(f, off+done, rest), rest)
 	})
 }
 
@@ -178,9 +210,9 @@ func (s *Sender) ReadFrom(src io.Reader) (int64, error) {
 	)
 	if sc, ok := src.(syscall.Conn); !ok {
 		refusal = errNotKernel
-	} else if isRegularFile(sc) {
+	} else if s.isRegularFile(sc) {
 		path = PathSendfile
-		done, refusal, err = s.sendfile(sc, nil, want)
+		done, refusal, err = s.sendfile(sc, 0, false, want)
 	} else {
 		path = PathSplice
 		done, refusal, err = s.splice(src, want)

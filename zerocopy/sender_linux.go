@@ -37,20 +37,23 @@ type kernelState struct {
 	pr, pw  int // pipe ends, -1 when closed
 	pipeCap int
 
-	srcFd int    // sendfile source
-	off   *int64 // sendfile offset (nil: the file position)
-	n     int    // bytes asked of the current system call
+	srcFd  int   // sendfile source
+	offVal int64 // sendfile offset, used when useOff
+	useOff bool  // false: sendfile reads from the file position
+	n      int   // bytes asked of the current system call
 	moved int64  // bytes it moved
 	err   error  // its error
 	drain int64  // bytes the last splice moved by copying out of the pipe
 
+	stat unix.Stat_t // isRegularFile's
+
 	fillFn, pumpFn, sendfileFn func(uintptr) bool
-	grabFn                     func(uintptr)
+	grabFn, statFn             func(uintptr)
 }
 
 func (k *kernelState) init(s *Sender) {
 	k.s, k.pr, k.pw = s, -1, -1
-	k.fillFn, k.pumpFn, k.sendfileFn, k.grabFn = k.fill, k.pump, k.sendfileCall, k.grab
+	k.fillFn, k.pumpFn, k.sendfileFn, k.grabFn, k.statFn = k.fill, k.pump, k.sendfileCall, k.grab, k.fstat
 }
 
 func (k *kernelState) close() error {
@@ -97,7 +100,11 @@ func (k *kernelState) grab(fd uintptr) { k.srcFd = int(fd) }
 // until writable".
 func (k *kernelState) sendfileCall(fd uintptr) bool {
 	for {
-		n, err := sendfileSys(int(fd), k.srcFd, k.off, k.n)
+		var off *int64
+		if k.useOff {
+			off = &k.offVal
+		}
+		n, err := sendfileSys(int(fd), k.srcFd, off, k.n)
 		if err == unix.EINTR {
 			continue
 		}
@@ -139,16 +146,16 @@ func (k *kernelState) pump(fd uintptr) bool {
 	}
 }
 
-// sendfile moves up to n bytes of f by sendfile(2), from *off (advancing
-// it) or from the file position when off is nil. It stops early at EOF, on a
-// refusal (returned as refusal, for the copy path to take over) or an error.
-func (s *Sender) sendfile(f syscall.Conn, off *int64, n int64) (done int64, refusal, err error) {
+// sendfile moves up to n bytes of f by sendfile(2), from offset off when
+// useOff, else from the file position. It stops early at EOF, on a refusal
+// (returned as refusal, for the copy path to take over) or an error.
+func (s *Sender) sendfile(f syscall.Conn, off int64, useOff bool, n int64) (done int64, refusal, err error) {
 	k := &s.kernel
 	k.drain = 0
 	if s.rc == nil {
 		return 0, s.rcErr, nil
 	}
-	src, err := f.SyscallConn()
+	src, err := s.srcRawConn(f)
 	if err != nil {
 		return 0, err, nil
 	}
@@ -156,8 +163,9 @@ func (s *Sender) sendfile(f syscall.Conn, off *int64, n int64) (done int64, refu
 		return 0, err, nil
 	}
 	defer runtime.KeepAlive(f)
+	k.offVal, k.useOff = off, useOff
 	for done < n {
-		k.n, k.off, k.err = int(min(n-done, maxSendfileSize)), off, nil
+		k.n, k.err = int(min(n-done, maxSendfileSize)), nil
 		if err := s.rc.Write(k.sendfileFn); err != nil {
 			return done, nil, fmt.Errorf("zerocopy: sendfile: %w", err)
 		}
@@ -189,7 +197,7 @@ func (s *Sender) splice(src io.Reader, n int64) (done int64, refusal, err error)
 	if !ok {
 		return 0, errNotKernel, nil
 	}
-	srcRC, err := sc.SyscallConn()
+	srcRC, err := s.srcRawConn(sc)
 	if err != nil {
 		return 0, err, nil
 	}
@@ -275,15 +283,27 @@ func errOr(err, def error) error {
 // isRegularFile reports whether the descriptor behind c is a regular file,
 // the source sendfile(2) takes (also when the *os.File is wrapped, as
 // os.File.WriteTo does when it hands itself to io.Copy).
-func isRegularFile(c syscall.Conn) bool {
-	rc, err := c.SyscallConn()
+func (s *Sender) isRegularFile(c syscall.Conn) bool {
+	if c == s.src.conn && s.src.regular != 0 {
+		return s.src.regular > 0
+	}
+	rc, err := s.srcRawConn(c)
 	if err != nil {
 		return false
 	}
-	var st unix.Stat_t
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil || serr != nil {
+	k := &s.kernel
+	k.err = nil
+	if err := rc.Control(k.statFn); err != nil || k.err != nil {
 		return false
 	}
-	return st.Mode&unix.S_IFMT == unix.S_IFREG
+	regular := k.stat.Mode&unix.S_IFMT == unix.S_IFREG
+	if c == s.src.conn {
+		s.src.regular = -1
+		if regular {
+			s.src.regular = 1
+		}
+	}
+	return regular
 }
+
+func (k *kernelState) fstat(fd uintptr) { k.err = unix.Fstat(int(fd), &k.stat) }

@@ -17,7 +17,7 @@ type kernelState struct{ drain int64 }
 func (k *kernelState) init(*Sender) {}
 func (k *kernelState) close() error { return nil }
 
-func (s *Sender) sendfile(syscall.Conn, *int64, int64) (int64, error, error) {
+func (s *Sender) sendfile(syscall.Conn, int64, bool, int64) (int64, error, error) {
 	return 0, errNoKernelPath, nil
 }
 
@@ -25,4 +25,4 @@ func (s *Sender) splice(io.Reader, int64) (int64, error, error) {
 	return 0, errNoKernelPath, nil
 }
 
-func isRegularFile(syscall.Conn) bool { return false }
+func (s *Sender) isRegularFile(syscall.Conn) bool { return false }
