@@ -41,9 +41,9 @@ type kernelState struct {
 	offVal int64 // sendfile offset, used when useOff
 	useOff bool  // false: sendfile reads from the file position
 	n      int   // bytes asked of the current system call
-	moved int64  // bytes it moved
-	err   error  // its error
-	drain int64  // bytes the last splice moved by copying out of the pipe
+	moved  int64 // bytes it moved
+	err    error // its error
+	drain  int64 // bytes the last splice moved by copying out of the pipe
 
 	stat unix.Stat_t // isRegularFile's
 
