@@ -195,3 +195,4 @@ func BenchmarkSendFile(b *testing.B) {
 		}
 	}
 }
+
