@@ -195,4 +195,3 @@ func BenchmarkSendFile(b *testing.B) {
 		}
 	}
 }
-
