@@ -56,10 +56,14 @@ type segment struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stopped atomic.Bool // the segment was stopped; set before out is closed
+	halt    atomic.Bool // ctx is done
 }
 
+// runner runs a segment's loop. It checks halt, set once ctx is done, before
+// each unit (a load, cheaper than polling ctx.Done), so a segment of stages
+// that never block still stops.
 type runner interface {
-	run(ctx context.Context) error
+	run(ctx context.Context, halt *atomic.Bool) error
 }
 
 // consumer is the runtime form of a stage as seen from the stage before it
@@ -99,17 +103,15 @@ type sourceHead[T any] struct {
 	next consumer[T]
 }
 
-func (h *sourceHead[T]) run(ctx context.Context) error {
-	nd, st, done := h.nd, h.nd.stats, ctx.Done()
+func (h *sourceHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
+	nd, st := h.nd, h.nd.stats
 	var t int64
 	if st != nil {
 		t = now()
 	}
 	for {
-		select {
-		case <-done:
+		if halt.Load() {
 			return errStop
-		default:
 		}
 		v, err := h.src.Next(ctx)
 		if err != nil {
@@ -143,17 +145,15 @@ type linkHead[T any] struct {
 	next consumer[T]
 }
 
-func (h *linkHead[T]) run(ctx context.Context) error {
-	st, done := h.nd.stats, ctx.Done()
+func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
+	st := h.nd.stats
 	var t int64
 	if st != nil {
 		t = now()
 	}
 	for {
-		select {
-		case <-done:
+		if halt.Load() {
 			return errStop
-		default:
 		}
 		v, origin, err := h.lk.get(ctx)
 		if err != nil {
@@ -341,7 +341,10 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 
 // run runs the segment to its end and records how its stages ended.
 func (s *segment) run() {
-	err := s.head.run(s.ctx)
+	s.halt.Store(false)
+	unhook := context.AfterFunc(s.ctx, func() { s.halt.Store(true) })
+	err := s.head.run(s.ctx, &s.halt)
+	unhook()
 	s.stopped.Store(err == errStop)
 	if s.out != nil {
 		s.out.close()
