@@ -73,8 +73,9 @@ func (m *Message) Init(p *Pool) {
 // instead of the data pool.
 func (m *Message) SetHeaderPool(hp *Pool) { m.hpool = hp }
 
-// SetAccounting makes m record the bytes it copies (CopyTo) and moves
-// through system calls (ReadFrom, WriteTo) into a; nil turns it off.
+// SetAccounting makes m record the bytes it copies (CopyTo, Read) and moves
+// through system calls (ReadFrom, ReadFromN, WriteTo) into a; nil turns it
+// off.
 func (m *Message) SetAccounting(a *Accounting) { m.acct = a }
 
 // Len returns the number of bytes in the message.
@@ -369,6 +370,25 @@ func (m *Message) CopyTo(dst []byte) int {
 	}
 	m.acct.AddCopy(int64(total))
 	return total
+}
+
+// Read copies bytes from the front of the message into p and removes them,
+// for a consumer that needs them in its own memory; it returns io.EOF when
+// the message is empty. The bytes are counted as user-space copies (WriteTo
+// avoids them).
+func (m *Message) Read(p []byte) (int, error) {
+	if m.n == 0 {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := 0
+	for i := 0; i < len(m.frags) && n < len(p); i++ {
+		n += copy(p[n:], m.frags[i].p)
+	}
+	m.acct.AddCopy(int64(n))
+	return n, m.TrimFront(n)
 }
 
 // WriteTo writes the whole message to w and removes what was written,

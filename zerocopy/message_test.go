@@ -480,6 +480,28 @@ func messageMachine(t *rapid.T) {
 			}
 			models[i] = append(models[i], d...)
 		},
+		"read": func(t *rapid.T) {
+			i := idx(t, "i")
+			p := make([]byte, rapid.IntRange(0, len(models[i])+2).Draw(t, "n"))
+			before := acct.Snapshot().Copied
+			n, err := msgs[i].Read(p)
+			want := min(len(p), len(models[i]))
+			switch {
+			case len(models[i]) == 0 && len(p) > 0:
+				if n != 0 || err != io.EOF {
+					t.Fatalf("Read of an empty message = %d, %v", n, err)
+				}
+			case n != want || err != nil || !bytes.Equal(p[:n], models[i][:n]):
+				t.Fatalf("Read(%d) = %d, %v, %q; model %q", len(p), n, err, p[:n], models[i])
+			}
+			// Read is the one edit here that copies: check its count, then
+			// take it out of the tally.
+			if c := acct.Snapshot().Copied - before; c != int64(n) {
+				t.Fatalf("Read of %d bytes counted %d copied", n, c)
+			}
+			acct.AddCopy(-int64(n))
+			models[i] = models[i][n:]
+		},
 		"write to": func(t *rapid.T) {
 			i := idx(t, "i")
 			var out bytes.Buffer

@@ -163,7 +163,7 @@ func (s *Sender) SendFile(f *os.File, off, n int64) (int64, error) {
 		return 0, fmt.Errorf("%w: SendFile at %d of %d bytes", ErrRange, off, n)
 	}
 	done, refusal, err := s.sendfile(f, off, true, n)
-	return s.finish(PathSendfile, done, n, refusal, err, func(rest int64) (int64, error) {
+	return s.finish(PathSendfile, true, done, n, refusal, err, func(rest int64) (int64, error) {
 		return s.copyN(io.NewSectionReader(f, off+done, rest), rest)
 	})
 }
@@ -177,7 +177,7 @@ func (s *Sender) Splice(src io.Reader, n int64) (int64, error) {
 		return 0, fmt.Errorf("%w: Splice of %d bytes", ErrRange, n)
 	}
 	done, refusal, err := s.splice(src, n)
-	return s.finish(PathSplice, done, n, refusal, err, func(rest int64) (int64, error) {
+	return s.finish(PathSplice, true, done, n, refusal, err, func(rest int64) (int64, error) {
 		return s.copyN(src, rest)
 	})
 }
@@ -217,12 +217,9 @@ func (s *Sender) ReadFrom(src io.Reader) (int64, error) {
 		path = PathSplice
 		done, refusal, err = s.splice(src, want)
 	}
-	total, err = s.finish(path, done, want, refusal, err, func(rest int64) (int64, error) {
+	total, err = s.finish(path, false, done, want, refusal, err, func(rest int64) (int64, error) {
 		return s.copyN(src, rest)
 	})
-	if err == io.ErrUnexpectedEOF {
-		err = nil // until EOF: running out is the normal end
-	}
 	if limited {
 		lr.N -= total
 	}
@@ -234,8 +231,9 @@ func (s *Sender) ReadFrom(src io.Reader) (int64, error) {
 var errNotKernel = errors.New("zerocopy: source has no file descriptor")
 
 // finish accounts for a kernel attempt that moved done of want bytes, and
-// runs the copy path for the rest when the kernel refused.
-func (s *Sender) finish(path Path, done, want int64, refusal, err error, rest func(int64) (int64, error)) (int64, error) {
+// runs the copy path for the rest when the kernel refused. When exact, fewer
+// than want bytes is io.ErrUnexpectedEOF.
+func (s *Sender) finish(path Path, exact bool, done, want int64, refusal, err error, rest func(int64) (int64, error)) (int64, error) {
 	drained := s.kernel.drain // bytes a refused splice copied out of its pipe
 	s.kernel.drain = 0
 	s.stats.Copy.Bytes += drained
@@ -264,7 +262,7 @@ func (s *Sender) finish(path Path, done, want int64, refusal, err error, rest fu
 		s.stats.Copy.Bytes += n
 		done += n
 	}
-	if err == nil && done < want {
+	if exact && err == nil && done < want {
 		err = io.ErrUnexpectedEOF
 	}
 	return done, err
