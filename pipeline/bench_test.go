@@ -127,6 +127,7 @@ func BenchmarkModel(b *testing.B) {
 				b.Fatal(err)
 			}
 			p.Instrument = true
+			p.Cores = runtime.GOMAXPROCS(0)
 			b.ReportAllocs()
 			b.SetBytes(64 << 10)
 			r, err := p.Run(context.Background())

@@ -209,6 +209,14 @@ type Pipeline struct {
 	// one), so the sink sees exactly the stream up to the failure.
 	AbortOnError bool
 
+	// Cores, when above 0, is how many processors the segments share. The
+	// model then bounds the overlapped rate by Cores times the series rate
+	// (no more than Cores units are worked on at once: model.Cascade.AtDepth).
+	// 0 gives each segment a processor of its own, like the paper's hardware
+	// nodes. Set runtime.GOMAXPROCS(0) for stages that compute; leave 0 for
+	// stages that mostly wait (on a network, a disk).
+	Cores int
+
 	nodes   []*node
 	segs    []*segment
 	e2e     *Histogram

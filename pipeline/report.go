@@ -23,8 +23,9 @@ import (
 // run at once on successive units, so a run of N units takes the first
 // unit's trip through every segment plus N-1 units at the slowest
 // segment's pace (model.Overlap with one unit per chunk: pipelined with
-// fill). Predicted is that rate; Measured is what the sink saw over the
-// wall time of the run; ModelError compares them.
+// fill), and, when the segments share Cores processors, no faster than
+// Cores times the series rate. Predicted is that rate; Measured is what the
+// sink saw over the wall time of the run; ModelError compares them.
 type Report struct {
 	Pipeline     string        `json:"pipeline"`      // the stages and links, as Pipeline.String
 	Instrumented bool          `json:"instrumented"`  // whether timing was on
@@ -39,6 +40,7 @@ type Report struct {
 	ModelError   float64       `json:"model_error"`   // (Predicted-Measured)/Measured
 	Series       model.Rate    `json:"series"`        // the model with every link inline
 	Pipelined    model.Rate    `json:"pipelined"`     // the model with every link overlapped, no fill
+	Cores        int           `json:"cores"`         // processors the model lets the segments share, 0 for one each
 	Bottleneck   string        `json:"bottleneck"`    // the stage with the longest time per unit
 	BottleneckAt int           `json:"bottleneck_at"` // its index, -1 when not instrumented
 	Share        float64       `json:"share"`         // its part of the series time per unit, in [0, 1]
@@ -72,6 +74,7 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 		Instrumented: p.Instrument,
 		Wall:         wall,
 		BottleneckAt: -1,
+		Cores:        p.Cores,
 		RateUnit:     "units/s",
 		UnitBytes:    1,
 		Stages:       make([]StageReport, len(p.nodes)),
@@ -168,6 +171,9 @@ func (p *Pipeline) predict(r *Report) {
 	if r.Units > 0 {
 		n := int64(r.Units)
 		r.Predicted = model.Overlap("pipeline", k, segs...).Rate(n*k) * model.Rate(scale)
+		if p.Cores > 0 {
+			r.Predicted = min(r.Predicted, model.Rate(p.Cores)*r.Series)
+		}
 		if r.Measured > 0 {
 			r.ModelError = float64(r.Predicted-r.Measured) / float64(r.Measured)
 		}
@@ -223,8 +229,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, " in %s: measured %s\n", dur(r.Wall), r.rateText(r.Measured))
 	if r.Instrumented {
-		fmt.Fprintf(&b, "model: predicted %s, error %+.1f%% (series %s, pipelined %s)\n",
+		fmt.Fprintf(&b, "model: predicted %s, error %+.1f%% (series %s, pipelined %s",
 			r.rateText(r.Predicted), 100*r.ModelError, r.rateText(r.Series), r.rateText(r.Pipelined))
+		if r.Cores > 0 {
+			fmt.Fprintf(&b, ", %d cores", r.Cores)
+		}
+		b.WriteString(")\n")
 		if r.BottleneckAt >= 0 {
 			fmt.Fprintf(&b, "bottleneck: %s, %.1f%% of the time per unit\n", r.Bottleneck, 100*r.Share)
 		}

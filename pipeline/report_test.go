@@ -15,7 +15,7 @@ import (
 
 // fakeRun builds src -> a -> ring -> b -> sink and fills in what a run of n
 // units of k bytes with the given per-unit times would have measured.
-func fakeRun(t *testing.T, n uint64, k int, per []time.Duration, wall time.Duration) Report {
+func fakeRun(t *testing.T, n uint64, k int, per []time.Duration, wall time.Duration, cores int) Report {
 	t.Helper()
 	id := StageFunc[[]byte, []byte](func(ctx context.Context, b []byte) ([]byte, error) { return b, nil })
 	src := SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) { return nil, nil })
@@ -27,6 +27,7 @@ func fakeRun(t *testing.T, n uint64, k int, per []time.Duration, wall time.Durat
 		t.Fatal(err)
 	}
 	p.Instrument = true
+	p.Cores = cores
 	p.e2e = new(Histogram)
 	for i, nd := range p.nodes {
 		nd.units, nd.state = n, StateDone
@@ -47,7 +48,7 @@ func TestReportModel(t *testing.T) {
 	const n, k = 1000, 4096
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
 	wall := 4100 * time.Microsecond
-	r := fakeRun(t, n, k, per, wall)
+	r := fakeRun(t, n, k, per, wall, 0)
 
 	sec := func(d time.Duration) float64 { return d.Seconds() }
 	seg0 := sec(per[0] + per[1]) // src and a: one goroutine
@@ -89,6 +90,12 @@ func TestReportModel(t *testing.T) {
 	if r.Units != n || r.Bytes != n*k || r.UnitBytes != k || r.RateUnit != "B/s" {
 		t.Errorf("units %d bytes %d unit %v %s", r.Units, r.Bytes, r.UnitBytes, r.RateUnit)
 	}
+	// On one core the overlapped segments take turns: the series rate.
+	r1 := fakeRun(t, n, k, per, wall, 1)
+	near("1 core", float64(r1.Predicted), want.series)
+	// On two they fill and then run at the bottleneck, as with no limit.
+	r2 := fakeRun(t, n, k, per, wall, 2)
+	near("2 cores", float64(r2.Predicted), want.predicted)
 	// The model package agrees with the hand-written fill formula.
 	m := model.Overlap("", k,
 		model.NewNode("0", model.PerUnit("src", k, per[0]), model.PerUnit("a", k, per[1])),
@@ -126,7 +133,7 @@ func TestReportSeries(t *testing.T) {
 
 func TestReportJSON(t *testing.T) {
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	r := fakeRun(t, 10, 512, per, 40*time.Microsecond)
+	r := fakeRun(t, 10, 512, per, 40*time.Microsecond, 2)
 	r.Stages[2].State, r.Stages[2].Err, r.Err = StateFailed, "boom", "pipeline: boom"
 	b, err := r.JSON()
 	if err != nil {
@@ -148,7 +155,7 @@ func TestReportJSON(t *testing.T) {
 
 func TestReportTable(t *testing.T) {
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	r := fakeRun(t, 1000, 4096, per, 4100*time.Microsecond)
+	r := fakeRun(t, 1000, 4096, per, 4100*time.Microsecond, 0)
 	want := `pipeline: src -> a -> ring(8) -> b -> sink
   stage     link  state  units    bytes   busy  per unit        rate  share  wait in  wait out    p50    p99  p99.9
     src        -   done   1000  4096000    1ms       1µs  3906 MiB/s  15.4%        0         0    1µs    1µs    1µs
