@@ -1,0 +1,204 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"time"
+
+	"github.com/nhdkit/nhd/fifo"
+	"github.com/nhdkit/nhd/pipeline"
+)
+
+// numbers is a Source of 1..n.
+type numbers struct{ i, n int }
+
+func (s *numbers) Next(ctx context.Context) (int, error) {
+	if s.i == s.n {
+		return 0, io.EOF
+	}
+	s.i++
+	return s.i, nil
+}
+
+// A source, two stages and a sink: the first stage runs inline with the
+// source (they take turns), the second on its own goroutine behind a ring of
+// 8 units. Units arrive in order whatever the links.
+func Example() {
+	square := pipeline.StageFunc[int, int](func(ctx context.Context, x int) (int, error) { return x * x, nil })
+	label := pipeline.StageFunc[int, string](func(ctx context.Context, x int) (string, error) {
+		return fmt.Sprintf("<%d>", x), nil
+	})
+	var out []string
+	sink := pipeline.SinkFunc[string](func(ctx context.Context, s string) error {
+		out = append(out, s)
+		return nil
+	})
+
+	l := pipeline.From("numbers", pipeline.Source[int](&numbers{n: 6}))
+	sq := pipeline.Then(l, pipeline.Inline(), "square", pipeline.Stage[int, int](square))
+	lb := pipeline.Then(sq, pipeline.Ring(8), "label", pipeline.Stage[int, string](label))
+	p, err := lb.To(pipeline.Inline(), "collect", sink)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(p, "on", p.Segments(), "goroutines")
+	rep, err := p.Run(context.Background())
+	fmt.Println(out, err)
+	for _, s := range rep.Stages {
+		fmt.Println(s.Name, s.Link, s.Segment, s.State, s.Units)
+	}
+	// Output:
+	// numbers -> square -> ring(8) -> label -> collect on 2 goroutines
+	// [<1> <4> <9> <16> <25> <36>] <nil>
+	// numbers  0 done 6
+	// square inline 0 done 6
+	// label ring(8) 1 done 6
+	// collect inline 1 done 6
+}
+
+// The first error stops the pipeline. Run returns it as a *StageError that
+// names the stage and the unit, and the stages after the failed one finish
+// the units before it: the sink sees exactly the stream up to the failure.
+func Example_failure() {
+	errBadBlock := errors.New("bad block")
+	check := pipeline.StageFunc[int, int](func(ctx context.Context, x int) (int, error) {
+		if x == 4 {
+			return 0, errBadBlock
+		}
+		return x, nil
+	})
+	var got []int
+	p, err := pipeline.Then(pipeline.From("numbers", pipeline.Source[int](&numbers{n: 100})),
+		pipeline.Ring(2), "check", pipeline.Stage[int, int](check)).
+		To(pipeline.Ring(2), "collect", pipeline.SinkFunc[int](func(ctx context.Context, x int) error {
+			got = append(got, x)
+			return nil
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rep, err := p.Run(context.Background())
+	var se *pipeline.StageError
+	fmt.Println(errors.Is(err, errBadBlock), errors.As(err, &se), se.Stage, se.Unit)
+	fmt.Println(err)
+	fmt.Println("sink got", got)
+	for _, s := range rep.Stages[1:] {
+		fmt.Println(s.Name, s.State, s.Units)
+	}
+	// Output:
+	// true true check 3
+	// pipeline: stage 1 "check", unit 3: bad block
+	// sink got [1 2 3]
+	// check failed 3
+	// collect done 3
+}
+
+// A Histogram keeps durations in log-linear buckets: quantiles within 1/32
+// of the exact ones, and Record allocates nothing.
+func ExampleHistogram() {
+	var h pipeline.Histogram
+	for i := 1; i <= 1000; i++ {
+		h.Record(time.Duration(i) * time.Microsecond)
+	}
+	s := h.Summary()
+	fmt.Println(s.Count, s.Min, s.Max, s.Mean)
+	for _, q := range []time.Duration{s.P50, s.P99, s.P999} {
+		fmt.Printf("%.0fµs ", float64(q)/1e3)
+	}
+	fmt.Println()
+	// Output:
+	// 1000 1µs 1ms 500.5µs
+	// 504µs 991µs 991µs
+}
+
+// Sectors cross a FIFO link (package fifo) from the goroutine that reads
+// them to the one that checksums them in place, in the FIFO's memory.
+func ExampleFIFO() {
+	f, err := fifo.New(fifo.Config{Blocks: 64, BlockSize: 512})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sector := make([]byte, 512)
+	n := 0
+	read := pipeline.SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) {
+		if n == 1000 {
+			return nil, io.EOF
+		}
+		for i := range sector {
+			sector[i] = byte(n + i)
+		}
+		n++
+		return sector, nil // copied into the FIFO: the buffer can be reused
+	})
+	var sum uint32
+	crc := pipeline.SinkFunc[[]byte](func(ctx context.Context, b []byte) error {
+		sum = crc32.Update(sum, crc32.IEEETable, b)
+		return nil
+	})
+	p, err := pipeline.From("read", pipeline.Source[[]byte](read)).To(pipeline.FIFO(f), "crc", crc)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rep, err := p.Run(context.Background())
+	fmt.Println(p, rep.Units, err)
+
+	var want uint32 // the same checksum without a pipeline
+	for k := range 1000 {
+		for i := range sector {
+			sector[i] = byte(k + i)
+		}
+		want = crc32.Update(want, crc32.IEEETable, sector)
+	}
+	fmt.Println(sum == want)
+	// Output:
+	// read -> fifo(64) -> crc 1000 <nil>
+	// true
+}
+
+// With Instrument on, the report has each stage's time and rate, the
+// model's prediction for the configuration beside the measured rate, and
+// the bottleneck. The numbers depend on the machine; this prints the parts
+// that do not.
+func ExampleReport() {
+	spin := func(d time.Duration) pipeline.StageFunc[[]byte, []byte] {
+		return func(ctx context.Context, b []byte) ([]byte, error) {
+			for t := time.Now(); time.Since(t) < d; {
+			}
+			return b, nil
+		}
+	}
+	buf := make([]byte, 4096)
+	n := 0
+	src := pipeline.SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) {
+		if n == 500 {
+			return nil, io.EOF
+		}
+		n++
+		return buf, nil
+	})
+	size := func(b []byte) int { return len(b) }
+	l := pipeline.Then(pipeline.From("src", pipeline.Source[[]byte](src)).Size(size),
+		pipeline.Inline(), "front", pipeline.Stage[[]byte, []byte](spin(10*time.Microsecond))).Size(size)
+	l = pipeline.Then(l, pipeline.Inline(), "back", pipeline.Stage[[]byte, []byte](spin(100*time.Microsecond))).Size(size)
+	p, err := l.To(pipeline.Inline(), "sink", pipeline.SinkFunc[[]byte](func(context.Context, []byte) error { return nil }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p.Instrument = true
+	rep, err := p.Run(context.Background())
+	fmt.Println(rep.Units, rep.Bytes, rep.RateUnit, err)
+	fmt.Println("bottleneck:", rep.Bottleneck, rep.Share > 0.5)
+	fmt.Println("model within 25%:", rep.ModelError > -0.25 && rep.ModelError < 0.25)
+	// Output:
+	// 500 2048000 B/s <nil>
+	// bottleneck: back true
+	// model within 25%: true
+}
