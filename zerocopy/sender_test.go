@@ -546,3 +546,79 @@ func TestMessageWriteToSocket(t *testing.T) {
 		})
 	}
 }
+
+// TestCopiesPerByte measures the copy accounting of four ways to move a
+// 64 KiB payload (plus a 16-byte header where there is one) to a socket;
+// README's table comes from its log (go test -run TestCopiesPerByte -v).
+func TestCopiesPerByte(t *testing.T) {
+	const size = 64 << 10
+	data := randomBytes(size, 11)
+	pool := NewPool(size)
+	type result struct{ copied, crossings int64 }
+	paths := []struct {
+		name string
+		run  func(acct *Accounting, src net.Conn, f *os.File, dst net.Conn)
+		want result
+	}{
+		{"read, copy header+payload into a frame, write (before)", func(acct *Accounting, src net.Conn, _ *os.File, dst net.Conn) {
+			m := NewMessage(pool)
+			m.SetAccounting(acct)
+			s := NewSender(dst)
+			s.SetAccounting(acct)
+			m.ReadFromN(src, size)
+			h, _ := m.Push(16)
+			copy(h, "0123456789abcdef")
+			frame := make([]byte, m.Len())
+			m.CopyTo(frame)
+			m.Release()
+			s.Write(frame)
+		}, result{size + 16, 2*size + 16}},
+		{"ReadFromN, Push, WriteTo (after)", func(acct *Accounting, src net.Conn, _ *os.File, dst net.Conn) {
+			m := NewMessage(pool)
+			m.SetAccounting(acct)
+			m.ReadFromN(src, size)
+			h, _ := m.Push(16)
+			copy(h, "0123456789abcdef")
+			m.WriteTo(dst)
+		}, result{0, 2*size + 16}},
+		{"file -> socket by read + write", func(acct *Accounting, _ net.Conn, f *os.File, dst net.Conn) {
+			s := NewSender(wrapped{dst})
+			s.SetAccounting(acct)
+			s.SendFile(f, 0, size)
+		}, result{0, 2 * size}},
+		{"file -> socket by SendFile", func(acct *Accounting, _ net.Conn, f *os.File, dst net.Conn) {
+			s := NewSender(dst)
+			s.SetAccounting(acct)
+			s.SendFile(f, 0, size)
+			s.Close()
+		}, result{0, 0}},
+		{"file -> socket by Splice", func(acct *Accounting, _ net.Conn, f *os.File, dst net.Conn) {
+			s := NewSender(dst)
+			s.SetAccounting(acct)
+			s.Splice(f, size)
+			s.Close()
+		}, result{0, 0}},
+	}
+	for _, p := range paths {
+		f := tempFile(t, data)
+		src, feeder := connPair(t, "unix")
+		go func() { feeder.Write(data) }()
+		dst, peer := connPair(t, "unix")
+		got := collect(peer)
+		var acct Accounting
+		acct.AddPayload(size)
+		p.run(&acct, src, f, dst)
+		closeWrite(t, dst)
+		if b := <-got; !bytes.Equal(b[len(b)-size:], data) {
+			t.Errorf("%s: payload differs", p.name)
+		}
+		st := acct.Snapshot()
+		if (result{st.Copied, st.Crossings}) != p.want {
+			t.Errorf("%s: copied %d, crossings %d; want %+v", p.name, st.Copied, st.Crossings, p.want)
+		}
+		t.Logf("| %s | %.2f | %.2f |", p.name, st.CopiesPerByte(), st.CrossingsPerByte())
+	}
+	if st := pool.Stats(); st.Outstanding != 0 {
+		t.Errorf("leak: %+v", st)
+	}
+}
