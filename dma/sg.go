@@ -97,12 +97,15 @@ func (l *SGList) Segments(dst [][]byte, pos, n int64) ([][]byte, error) {
 	r, off, _ := l.Locate(pos)
 	for n > 0 {
 		seg := l.regions[r][off:]
+		r, off = r+1, 0
+		if len(seg) == 0 {
+			continue
+		}
 		if int64(len(seg)) > n {
 			seg = seg[:n]
 		}
 		dst = append(dst, seg)
 		n -= int64(len(seg))
-		r, off = r+1, 0
 	}
 	return dst, nil
 }
@@ -127,6 +130,10 @@ func (l *SGList) SplitSectors(dst [][]byte, pos, n int64) ([][]byte, error) {
 	r, off, _ := l.Locate(pos)
 	for n > 0 {
 		seg := l.regions[r][off:]
+		if len(seg) == 0 {
+			r, off = r+1, 0
+			continue
+		}
 		if room := SectorSize - pos%SectorSize; int64(len(seg)) > room {
 			seg = seg[:room]
 		}
