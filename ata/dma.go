@@ -75,3 +75,9 @@ func (e *BufferDMA) HostToDevice(dst io.WriterAt, off, n int64) error {
 	e.Moved += int64(m)
 	return err
 }
+
+// BusMasterFunc adapts a function to BusMaster.
+type BusMasterFunc func(buf []byte) error
+
+// Prepare calls f(buf).
+func (f BusMasterFunc) Prepare(buf []byte) error { return f(buf) }

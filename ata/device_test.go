@@ -1,0 +1,370 @@
+package ata_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nhdkit/nhd/ata"
+)
+
+// issue loads a command through the registers by hand.
+func issue(d *ata.Device, c ata.Command) {
+	var tf ata.TaskFile
+	if err := c.Encode(ata.DefaultGeometry(1<<20), &tf); err != nil {
+		panic(err)
+	}
+	d.Issue(&tf)
+}
+
+func TestCommandEndings(t *testing.T) {
+	tests := []struct {
+		name   string
+		cmd    ata.Command
+		status ata.Status
+		err    ata.ErrorBits
+	}{
+		{"unsupported SMART", ata.Command{Op: ata.CmdSMART, Features: 0xD0}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"unknown opcode", ata.Command{Op: 0x5A}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"NOP aborts", ata.Command{Op: ata.CmdNOP}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"SET FEATURES unknown subcommand", ata.Command{Op: ata.CmdSetFeatures, Features: 0x55}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"SET FEATURES PIO5", ata.Command{Op: ata.CmdSetFeatures, Features: 3, Count: 0x0D}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"SET FEATURES UDMA7", ata.Command{Op: ata.CmdSetFeatures, Features: 3, Count: 0x47}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"SET MULTIPLE 3", ata.Command{Op: ata.CmdSetMultipleMode, Count: 3}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"SET MULTIPLE 32 > max 16", ata.Command{Op: ata.CmdSetMultipleMode, Count: 32}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"INITIALIZE 0 sectors", ata.Command{Op: ata.CmdInitializeDeviceParams}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"DSM not TRIM", ata.Command{Op: ata.CmdDataSetManagement, Features: 2, Count: 1}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"DSM too many blocks", ata.Command{Op: ata.CmdDataSetManagement, Features: 1, Count: 9}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"READ DMA EXT past end", ata.Command{Op: ata.CmdReadDMAExt, Addressing: ata.AddrLBA48, LBA: 4096, Count: 1}, ata.StatusDRDY | ata.StatusERR, ata.ErrorIDNF | ata.ErrorABRT},
+		{"READ VERIFY crossing end", ata.Command{Op: ata.CmdReadVerifySectors, Addressing: ata.AddrLBA28, LBA: 4090, Count: 7}, ata.StatusDRDY | ata.StatusERR, ata.ErrorIDNF | ata.ErrorABRT},
+		{"READ VERIFY to the end", ata.Command{Op: ata.CmdReadVerifySectors, Addressing: ata.AddrLBA28, LBA: 4090, Count: 6}, ata.StatusDRDY | ata.StatusDSC, 0},
+		{"SET FEATURES write cache off", ata.Command{Op: ata.CmdSetFeatures, Features: 0x82}, ata.StatusDRDY | ata.StatusDSC, 0},
+		{"SET FEATURES MWDMA1", ata.Command{Op: ata.CmdSetFeatures, Features: 3, Count: 0x21}, ata.StatusDRDY | ata.StatusDSC, 0},
+		{"FLUSH CACHE", ata.Command{Op: ata.CmdFlushCache}, ata.StatusDRDY | ata.StatusDSC, 0},
+		{"SEEK", ata.Command{Op: ata.CmdSeek, Addressing: ata.AddrLBA28, LBA: 4095}, ata.StatusDRDY | ata.StatusDSC, 0},
+		{"SEEK past end", ata.Command{Op: ata.CmdSeek, Addressing: ata.AddrLBA28, LBA: 4096}, ata.StatusDRDY | ata.StatusERR, ata.ErrorIDNF | ata.ErrorABRT},
+		{"RECALIBRATE", ata.Command{Op: ata.CmdRecalibrate}, ata.StatusDRDY | ata.StatusDSC, 0},
+		{"IDLE IMMEDIATE", ata.Command{Op: ata.CmdIdleImmediate}, ata.StatusDRDY | ata.StatusDSC, 0},
+		{"EXECUTE DEVICE DIAGNOSTIC", ata.Command{Op: ata.CmdExecuteDeviceDiagnostic}, ata.StatusDRDY | ata.StatusDSC, ata.DiagPassed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, testInfo(4096))
+			issue(r.dev, tt.cmd)
+			if got := ata.Status(r.dev.ReadReg(ata.RegAltStatus)); got != tt.status {
+				t.Errorf("status %v, want %v", got, tt.status)
+			}
+			if got := ata.ErrorBits(r.dev.ReadReg(ata.RegError)); got != tt.err {
+				t.Errorf("error %v, want %v", got, tt.err)
+			}
+			if !r.dev.INTRQ() || r.irqs != 1 {
+				t.Errorf("INTRQ %v after %d interrupts, want one", r.dev.INTRQ(), r.irqs)
+			}
+			r.dev.ReadReg(ata.RegStatus)
+			if r.dev.INTRQ() {
+				t.Error("reading status did not clear INTRQ")
+			}
+			if ata.Status(r.dev.ReadReg(ata.RegStatus)).OK() != (tt.status&ata.StatusERR == 0) {
+				t.Error("Status.OK disagrees")
+			}
+		})
+	}
+}
+
+func TestFailingLBAInRegisters(t *testing.T) {
+	r := newRig(t, testInfo(4096))
+	issue(r.dev, ata.Command{Op: ata.CmdWriteDMAExt, Addressing: ata.AddrLBA48, LBA: 4000, Count: 200})
+	tf := r.dev.TaskFile()
+	lba := uint64(tf.LBALow) | uint64(tf.LBAMid)<<8 | uint64(tf.LBAHigh)<<16 | uint64(tf.HOBLBALow)<<24
+	if lba != 4096 || r.dev.Error() != ata.ErrorIDNF|ata.ErrorABRT {
+		t.Errorf("failing LBA %d error %v, want 4096 IDNF|ABRT", lba, r.dev.Error())
+	}
+	if len(r.disk.writes) != 0 {
+		t.Errorf("backend saw writes %v", r.disk.writes)
+	}
+}
+
+// chunkDMA moves data in 512-byte calls, as a scatter-gather engine might.
+type chunkDMA struct{ buf []byte }
+
+func (c *chunkDMA) DeviceToHost(src io.ReaderAt, off, n int64) error {
+	for i := int64(0); i < n; i += 512 {
+		if _, err := src.ReadAt(c.buf[i:i+512], off+i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *chunkDMA) HostToDevice(dst io.WriterAt, off, n int64) error {
+	for i := int64(0); i < n; i += 512 {
+		if _, err := dst.WriteAt(c.buf[i:i+512], off+i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestDMAErrors(t *testing.T) {
+	disk := newMemDisk(1024, 512)
+	disk.badRead[37] = true
+	disk.badWrite[40] = true
+	eng := &chunkDMA{buf: make([]byte, 64*512)}
+	d, err := ata.NewDevice(ata.Config{Info: testInfo(1024), Backend: disk, DMA: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ata.NewHost(d, 1024, ata.BusMasterFunc(func(b []byte) error { eng.buf = b; return nil }))
+	read := ata.Command{Op: ata.CmdReadDMA, Addressing: ata.AddrLBA28, LBA: 30, Count: 16}
+	err = h.Exec(&read, make([]byte, 16*512))
+	want := &ata.Error{Op: ata.CmdReadDMA, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorUNC, LBA: 37}
+	if diff := cmp.Diff(want, ataErr(t, err)); diff != "" {
+		t.Errorf("read error (-want +got):\n%s", diff)
+	}
+	if !errors.Is(err, ata.ErrUncorrectable) || !errors.Is(d.BackendErr(), errInjected) {
+		t.Errorf("errors.Is: %v / backend %v", err, d.BackendErr())
+	}
+	write := ata.Command{Op: ata.CmdWriteDMAExt, Addressing: ata.AddrLBA48, LBA: 32, Count: 16}
+	err = h.Exec(&write, bytes.Repeat([]byte{0xAB}, 16*512))
+	want = &ata.Error{Op: ata.CmdWriteDMAExt, Status: ata.StatusDRDY | ata.StatusDF | ata.StatusERR, Err: ata.ErrorABRT, LBA: 40}
+	if diff := cmp.Diff(want, ataErr(t, err)); diff != "" {
+		t.Errorf("write error (-want +got):\n%s", diff)
+	}
+	if !errors.Is(err, ata.ErrDeviceFault) {
+		t.Errorf("errors.Is(ErrDeviceFault) false for %v", err)
+	}
+	// The engine failing on its own (buffer too short) is ABRT, not UNC.
+	be := &ata.BufferDMA{}
+	d2, _ := ata.NewDevice(ata.Config{Info: testInfo(1024), Backend: newMemDisk(1024, 512), DMA: be})
+	issue(d2, ata.Command{Op: ata.CmdReadDMA, Addressing: ata.AddrLBA28, LBA: 0, Count: 2})
+	if d2.Status() != ata.StatusDRDY|ata.StatusERR || d2.Error() != ata.ErrorABRT || !errors.Is(d2.BackendErr(), ata.ErrDMABuffer) {
+		t.Errorf("engine error: status %v error %v backend %v", d2.Status(), d2.Error(), d2.BackendErr())
+	}
+}
+
+func TestNIEN(t *testing.T) {
+	r := newRig(t, testInfo(64))
+	r.dev.WriteReg(ata.RegDeviceControl, uint8(ata.ControlNIEN))
+	issue(r.dev, ata.Command{Op: ata.CmdFlushCache})
+	if r.dev.INTRQ() || r.irqs != 0 {
+		t.Fatalf("INTRQ asserted with nIEN set (%d callbacks)", r.irqs)
+	}
+	r.dev.WriteReg(ata.RegDeviceControl, 0)
+	if !r.dev.INTRQ() || r.irqs != 1 {
+		t.Fatalf("pending interrupt not asserted when nIEN cleared (INTRQ %v, %d callbacks)", r.dev.INTRQ(), r.irqs)
+	}
+	r.dev.ReadReg(ata.RegAltStatus)
+	if !r.dev.INTRQ() {
+		t.Fatal("alternate status cleared INTRQ")
+	}
+}
+
+func TestDevice1Absent(t *testing.T) {
+	r := newRig(t, testInfo(64))
+	r.dev.WriteReg(ata.RegDevice, uint8(ata.DeviceDEV))
+	if st := r.dev.ReadReg(ata.RegStatus); st != 0 {
+		t.Errorf("status of absent device 1 = %02x", st)
+	}
+	r.dev.WriteReg(ata.RegCommand, uint8(ata.CmdIdentifyDevice))
+	if r.dev.State() != ata.StateIdle || r.irqs != 0 {
+		t.Errorf("command to device 1 was run: state %v", r.dev.State())
+	}
+	r.dev.WriteReg(ata.RegCommand, uint8(ata.CmdExecuteDeviceDiagnostic))
+	r.dev.WriteReg(ata.RegDevice, 0)
+	if r.irqs != 1 || r.dev.ReadReg(ata.RegError) != ata.DiagPassed || r.dev.ReadReg(ata.RegStatus) != uint8(ata.StatusDRDY|ata.StatusDSC) {
+		t.Errorf("diagnostic for both devices: irqs %d error %02x", r.irqs, r.dev.ReadReg(ata.RegError))
+	}
+}
+
+// READ MULTIPLE moves DRQ blocks of the multiple count, the last one short;
+// each block is announced by DRQ and an interrupt.
+func TestPIOBlocks(t *testing.T) {
+	r := newRig(t, testInfo(64))
+	for i := range r.disk.data {
+		r.disk.data[i] = byte(i / 512)
+	}
+	issue(r.dev, ata.Command{Op: ata.CmdSetMultipleMode, Count: 4})
+	r.dev.ReadReg(ata.RegStatus)
+	issue(r.dev, ata.Command{Op: ata.CmdReadMultiple, Addressing: ata.AddrLBA28, LBA: 3, Count: 10})
+	var blocks []int
+	for r.dev.INTRQ() {
+		st := ata.Status(r.dev.ReadReg(ata.RegStatus))
+		if st != ata.StatusDRDY|ata.StatusDSC|ata.StatusDRQ {
+			t.Fatalf("status %v at a block", st)
+		}
+		n := 0
+		for r.dev.State() == ata.StatePIOIn && !r.dev.INTRQ() {
+			v := r.dev.ReadData32()
+			if want := uint32(3+(sum(blocks)*512+n)/512) * 0x01010101; v != want {
+				t.Fatalf("word %d of block %d = %08x, want %08x", n/4, len(blocks), v, want)
+			}
+			n += 4
+		}
+		blocks = append(blocks, n/512)
+	}
+	if diff := cmp.Diff([]int{4, 4, 2}, blocks); diff != "" {
+		t.Errorf("DRQ blocks (-want +got):\n%s", diff)
+	}
+	if st := r.dev.Status(); st != ata.StatusDRDY|ata.StatusDSC || r.dev.State() != ata.StateIdle {
+		t.Errorf("after the last block: %v %v", st, r.dev.State())
+	}
+}
+
+func sum(v []int) int {
+	s := 0
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+func TestWritesIgnoredWhileBusy(t *testing.T) {
+	r := newRig(t, testInfo(64))
+	issue(r.dev, ata.Command{Op: ata.CmdWriteSectors, Addressing: ata.AddrLBA28, LBA: 2, Count: 1})
+	if r.dev.State() != ata.StatePIOOut || r.dev.Status() != ata.StatusDRDY|ata.StatusDSC|ata.StatusDRQ {
+		t.Fatalf("state %v status %v", r.dev.State(), r.dev.Status())
+	}
+	r.dev.WriteReg(ata.RegLBALow, 9)
+	r.dev.WriteReg(ata.RegCommand, uint8(ata.CmdReadSectors))
+	for i := range 256 {
+		r.dev.WriteData16(uint16(i))
+	}
+	if r.dev.Status() != ata.StatusDRDY|ata.StatusDSC || len(r.disk.writes) != 1 || r.disk.writes[0] != [2]int64{1024, 512} {
+		t.Fatalf("status %v writes %v", r.dev.Status(), r.disk.writes)
+	}
+	if r.dev.ReadReg(ata.RegLBALow) != 2 {
+		t.Error("LBA low written during DRQ")
+	}
+}
+
+func TestSoftReset(t *testing.T) {
+	r := newRig(t, testInfo(64))
+	issue(r.dev, ata.Command{Op: ata.CmdReadSectors, Addressing: ata.AddrLBA28, LBA: 2, Count: 4})
+	r.dev.ReadData16()
+	r.dev.WriteReg(ata.RegDeviceControl, uint8(ata.ControlSRST))
+	if r.dev.State() != ata.StateReset || r.dev.Status() != ata.StatusBSY {
+		t.Fatalf("SRST set: %v %v", r.dev.State(), r.dev.Status())
+	}
+	r.dev.WriteReg(ata.RegCommand, uint8(ata.CmdIdentifyDevice))
+	r.dev.WriteReg(ata.RegDeviceControl, 0)
+	tf := r.dev.TaskFile()
+	got := [6]uint8{tf.Count, tf.LBALow, tf.LBAMid, tf.LBAHigh, uint8(r.dev.Error()), uint8(r.dev.Status())}
+	if got != [6]uint8{1, 1, 0, 0, 1, 0x50} || r.dev.State() != ata.StateIdle || r.dev.INTRQ() {
+		t.Errorf("after SRST: % x state %v INTRQ %v", got, r.dev.State(), r.dev.INTRQ())
+	}
+}
+
+func TestTrimRanges(t *testing.T) {
+	r := newRig(t, testInfo(4096))
+	for i := range r.disk.data {
+		r.disk.data[i] = 0xFF
+	}
+	buf := make([]byte, 512)
+	ata.PutRange(buf[0:], 100, 8)
+	ata.PutRange(buf[8:], 108, 8) // adjacent: merged
+	ata.PutRange(buf[16:], 0, 0)  // unused entry
+	ata.PutRange(buf[24:], 4000, 96)
+	c := ata.Command{Op: ata.CmdDataSetManagement, Features: ata.DSMTrim, Count: 1, Device: ata.DeviceLBA}
+	if err := r.host.Exec(&c, buf); err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int64{{100 * 512, 16 * 512}, {4000 * 512, 96 * 512}}
+	if diff := cmp.Diff(want, r.disk.trims); diff != "" {
+		t.Errorf("trims (-want +got):\n%s", diff)
+	}
+	// Without a Trim method on the backend the command aborts.
+	d, _ := ata.NewDevice(ata.Config{Info: testInfo(64), Backend: nullDisk{}, DMA: &ata.BufferDMA{}})
+	issue(d, c)
+	if d.Error() != ata.ErrorABRT {
+		t.Errorf("DSM without Trim: error %v", d.Error())
+	}
+}
+
+func TestNoDMAEngine(t *testing.T) {
+	d, err := ata.NewDevice(ata.Config{Info: testInfo(64), Backend: newMemDisk(64, 512)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := d.Identify()
+	if id[49]&0x100 != 0 || id[63] != 0 || id[88] != 0 {
+		t.Errorf("IDENTIFY advertises DMA without an engine: %04x %04x %04x", id[49], id[63], id[88])
+	}
+	issue(d, ata.Command{Op: ata.CmdReadDMA, Addressing: ata.AddrLBA28, Count: 1})
+	if d.Error() != ata.ErrorABRT {
+		t.Errorf("READ DMA without engine: %v", d.Error())
+	}
+}
+
+func TestNewDeviceErrors(t *testing.T) {
+	if _, err := ata.NewDevice(ata.Config{Info: testInfo(64)}); !errors.Is(err, ata.ErrNoBackend) {
+		t.Errorf("no backend: %v", err)
+	}
+	if _, err := ata.NewDevice(ata.Config{Info: testInfo(65), Backend: newMemDisk(64, 512)}); !errors.Is(err, ata.ErrInfo) {
+		t.Errorf("backend too small: %v", err)
+	}
+	bad := testInfo(64)
+	bad.Serial = "\x00"
+	if _, err := ata.NewDevice(ata.Config{Info: bad, Backend: newMemDisk(64, 512)}); !errors.Is(err, ata.ErrInfo) {
+		t.Errorf("bad serial: %v", err)
+	}
+}
+
+// 4096-byte logical sectors: each PIO block is one 4 KiB sector.
+func TestLogicalSector4K(t *testing.T) {
+	info := testInfo(16)
+	info.LogicalSectorSize = 4096
+	r := newRig(t, info)
+	id, err := r.host.Identify()
+	if err != nil || r.host.SectorSize != 4096 || id.Sectors() != 16 {
+		t.Fatalf("identify: %v sector size %d", err, r.host.SectorSize)
+	}
+	data := make([]byte, 3*4096)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	for _, op := range []ata.Opcode{ata.CmdWriteSectors, ata.CmdWriteDMA} {
+		c := ata.Command{Op: op, Addressing: ata.AddrLBA28, LBA: 5, Count: 3}
+		if err := r.host.Exec(&c, data); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(r.disk.data[5*4096:8*4096], data) {
+			t.Fatalf("%v: backend bytes differ", op)
+		}
+		got := make([]byte, len(data))
+		c = ata.Command{Op: ata.CmdReadSectors, Addressing: ata.AddrLBA28, LBA: 5, Count: 3}
+		if err := r.host.Exec(&c, got); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read back: %v", err)
+		}
+	}
+}
+
+// An *os.File is a backend as it is; FUA writes reach it through Sync.
+func TestOSFileBackend(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(128 * 512); err != nil {
+		t.Fatal(err)
+	}
+	eng := &ata.BufferDMA{}
+	d, err := ata.NewDevice(ata.Config{Info: testInfo(128), Backend: f, DMA: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ata.NewHost(d, 128, eng)
+	data := bytes.Repeat([]byte("nhd!"), 2*128)
+	c, _ := ata.ReadWrite(true, 7, 2, ata.RWDMA, true)
+	if err := h.Exec(&c, data); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(got, 7*512); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("file contents: %v", err)
+	}
+}
