@@ -41,6 +41,31 @@ func BenchmarkPoolGetReleaseParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkMessageEdit pushes and pops a header and splits and rejoins a
+// 64 KiB message: metadata work only, no payload byte moves.
+func BenchmarkMessageEdit(b *testing.B) {
+	p := NewPool(DefaultSize)
+	m := NewMessage(p)
+	defer m.Release()
+	m.Append(p.Get(), 0, DefaultSize)
+	var tail Message
+	var hdr [16]byte
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := m.Push(16)
+		if err != nil {
+			b.Fatal(err)
+		}
+		copy(h, hdr[:])
+		m.Split(16+4096, &tail)
+		m.Join(&tail)
+		m.Pop(hdr[:])
+	}
+	if m.NumFragments() != 1 {
+		b.Fatalf("%d fragments after the edits, want 1", m.NumFragments())
+	}
+}
+
 // drain reads c until it fails, into one buffer.
 func drain(c net.Conn) <-chan struct{} {
 	done := make(chan struct{})
