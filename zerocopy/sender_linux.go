@@ -222,6 +222,9 @@ func (s *Sender) splice(src io.Reader, n int64) (done int64, refusal, err error)
 		for inPipe > 0 {
 			k.n, k.err = int(inPipe), nil
 			werr := s.rc.Write(k.pumpFn)
+			if werr == nil && k.err == nil && k.moved == 0 {
+				werr = io.ErrShortWrite // the kernel took nothing and said nothing: do not spin
+			}
 			if werr == nil && k.err == nil {
 				inPipe -= k.moved
 				done += k.moved
