@@ -220,7 +220,8 @@ type Pipeline struct {
 	nodes   []*node
 	segs    []*segment
 	e2e     *Histogram
-	running atomic.Bool
+	running  atomic.Bool
+	progress atomic.Uint64
 	runState
 }
 

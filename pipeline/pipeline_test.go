@@ -447,3 +447,34 @@ func TestSourceWrappedEOFFails(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+func TestProgress(t *testing.T) {
+	checkNoLeaks(t)
+	gate := make(chan struct{})
+	var p *Pipeline
+	seen := make(chan uint64, 1)
+	sink := SinkFunc[int](func(ctx context.Context, v int) error {
+		if v == 200 {
+			seen <- p.Progress() // from another goroutine in a real program
+			<-gate
+		}
+		return nil
+	})
+	p, err := From("src", Source[int](&counter{n: 1000})).To(Ring(8), "sink", sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		got := <-seen
+		if got != 192 { // 200 consumed, published every 64
+			t.Errorf("Progress during the run: %d, want 192", got)
+		}
+		close(gate)
+	}()
+	if _, err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p.Progress() != 1000 {
+		t.Errorf("Progress after the run: %d", p.Progress())
+	}
+}

@@ -237,6 +237,9 @@ func (n *sinkNode[T]) push(ctx context.Context, v T, origin, t int64) (int64, er
 		return t, n.p.fail(ctx, n.nd, err)
 	}
 	n.nd.units++
+	if n.nd.units&(progressEvery-1) == 0 {
+		n.p.progress.Store(n.nd.units)
+	}
 	if st := n.nd.stats; st != nil {
 		t1 := now()
 		st.busy += t1 - t
@@ -249,6 +252,15 @@ func (n *sinkNode[T]) push(ctx context.Context, v T, origin, t int64) (int64, er
 	}
 	return t, nil
 }
+
+// progressEvery is how often, in units, the sink publishes its count for
+// Progress: a power of two.
+const progressEvery = 64
+
+// Progress returns how many units the sink has consumed in the current or
+// last run. It is safe to call from any goroutine while Run is in progress
+// (for a progress line); during a run it lags by up to 63 units.
+func (p *Pipeline) Progress() uint64 { return p.progress.Load() }
 
 // run state kept on the Pipeline while Run is in progress.
 type runState struct {
@@ -274,6 +286,7 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 	defer p.running.Store(false)
 
 	p.first = nil
+	p.progress.Store(0)
 	for _, n := range p.nodes {
 		n.units, n.state, n.err = 0, StateIdle, nil
 		switch {
@@ -345,6 +358,9 @@ func (s *segment) run() {
 	unhook := context.AfterFunc(s.ctx, func() { s.halt.Store(true) })
 	err := s.head.run(s.ctx, &s.halt)
 	unhook()
+	if s.out == nil {
+		s.p.progress.Store(s.p.nodes[s.last].units)
+	}
 	s.stopped.Store(err == errStop)
 	if s.out != nil {
 		s.out.close()
