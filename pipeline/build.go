@@ -217,9 +217,9 @@ type Pipeline struct {
 	// stages that mostly wait (on a network, a disk).
 	Cores int
 
-	nodes   []*node
-	segs    []*segment
-	e2e     *Histogram
+	nodes    []*node
+	segs     []*segment
+	e2e      *Histogram
 	running  atomic.Bool
 	progress atomic.Uint64
 	runState
