@@ -102,3 +102,16 @@ func archImpls() []impl {
 	}
 	return []impl{{name: "avx2", sum: sumAVX2Blocks, copySum: copySumAVX2Blocks}}
 }
+
+//go:noescape
+func readAVX2(b []byte) uint64
+
+// readLimit is the benchmarks' read-bandwidth anchor: the cheapest loop that
+// loads every byte (one OR per 32 bytes), nil without AVX2.
+var readLimit func([]byte) uint64
+
+func init() {
+	if useAVX2 {
+		readLimit = readAVX2
+	}
+}

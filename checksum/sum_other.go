@@ -13,3 +13,6 @@ func copySumLE(dst, src []byte) uint64 { return copySumGeneric(dst, src) }
 func archImpls() []impl { return nil }
 
 func maxBlock() int { return 1 << 20 }
+
+// readLimit is the benchmarks' read-bandwidth anchor; none without assembly.
+var readLimit func([]byte) uint64
