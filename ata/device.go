@@ -875,12 +875,22 @@ func (d *Device) WriteData16(v uint16) {
 // ReadData32 is a 32-bit access to the data register: two words, the first
 // in bits 15:0.
 func (d *Device) ReadData32() uint32 {
+	if d.state == StatePIOIn && d.pos+4 < d.end {
+		v := binary.LittleEndian.Uint32(d.buf[d.pos:])
+		d.pos += 4
+		return v
+	}
 	lo := d.ReadData16()
 	return uint32(lo) | uint32(d.ReadData16())<<16
 }
 
 // WriteData32 is a 32-bit access to the data register: bits 15:0 first.
 func (d *Device) WriteData32(v uint32) {
+	if d.state == StatePIOOut && d.pos+4 < d.end {
+		binary.LittleEndian.PutUint32(d.buf[d.pos:], v)
+		d.pos += 4
+		return
+	}
 	d.WriteData16(uint16(v))
 	d.WriteData16(uint16(v >> 16))
 }
