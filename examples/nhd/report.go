@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nhdkit/nhd/model"
+)
+
+// mib formats a rate in the paper's MB/s (2^20 bytes per second).
+func mib(r model.Rate) string {
+	if r <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", r.MiBps())
+}
+
+func us(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond))
+}
+
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func (r *report) writeText(w io.Writer) {
+	c := r.Config
+	fmt.Fprintf(w, "nhd: a software NHD: ATA device -> DMA through a sector FIFO (checksum in flight) -> NBD client\n")
+	fmt.Fprintf(w, "server: %s, %s disk, workload span %s; %s\n", r.Server, sizeText(r.DiskSize), sizeText(r.Span), r.Machine)
+	fmt.Fprintf(w, "workload %s at depth %d: every byte read verified, the bridge's checksum checked on every command\n\n", c.Workload, c.Depth)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tblock\tcommands\tMB/s\tIOPS\tread p50 us\tp99\twrite p50 us\tp99\tverified\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%d\t\n", p.Name, sizeText(int64(p.BlockSize)), p.Ops,
+			mib(model.Rate(p.Rate)), p.IOPS, us(p.Read.P50), us(p.Read.P99), us(p.Write.P50), us(p.Write.P99), p.Verified)
+	}
+	tw.Flush()
+	for _, p := range r.Phases {
+		if q := p.QoS; q != nil {
+			fmt.Fprintf(w, "QoS of %s: read p99 %s us (limit %s): %s; write p99 %s us (limit %s): %s\n", p.Name,
+				us(p.Read.P99), us(q.ReadP99Limit), met(q.ReadMet), us(p.Write.P99), us(q.WriteP99Limit), met(q.WriteMet))
+		}
+	}
+	if t := r.Table; t != nil {
+		fmt.Fprintln(w)
+		t.writeText(w)
+	}
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func (t *table) writeText(w io.Writer) {
+	fmt.Fprintf(w, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d rounds\n", sizeText(int64(t.BlockSize)), t.Rounds)
+	fmt.Fprintln(w, "(front end: ATA + DMA over a memory disk, less the memory disk; back end: the bare NBD client making the bridge's requests)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tdatapath\tfront end\tback end\tmodel\t\tmeasured\terror\tspeed-up\t")
+	for i, rw := range t.Rows {
+		dir := ""
+		if i == 0 || t.Rows[i-1].Dir != rw.Dir {
+			dir = rw.Dir
+		}
+		up := ""
+		if i > 0 && t.Rows[i-1].Dir == rw.Dir {
+			up = fmt.Sprintf("x%.2f", rw.SpeedUp)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f%%\t%s\t\n", dir, rw.Variant.Name, mib(rw.Front), mib(rw.Back),
+			mib(rw.Model), rw.ModelKind, mib(rw.Measured), 100*rw.Error, up)
+	}
+	tw.Flush()
+	for _, dir := range []string{"read", "write"} {
+		var first, last *row
+		for i := range t.Rows {
+			if t.Rows[i].Dir == dir {
+				if first == nil {
+					first = &t.Rows[i]
+				}
+				last = &t.Rows[i]
+			}
+		}
+		if first == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%s: before -> after x%.2f; the full bridge reaches %.0f%% of the bare NBD client (%s MB/s)\n",
+			dir, float64(last.Measured/first.Measured), 100*float64(last.Measured/t.Bare[dir]), mib(t.Bare[dir]))
+	}
+	var b strings.Builder
+	worst := 0.0
+	for _, rw := range t.Rows {
+		worst = max(worst, abs(rw.Error))
+	}
+	fmt.Fprintf(&b, "model error: worst %.1f%% over %d rows\n", 100*worst, len(t.Rows))
+	io.WriteString(w, b.String())
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

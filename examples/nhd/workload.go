@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/nhdkit/nhd/checksum"
+)
+
+// Workload is what the host asks of the disk: a block size, a share of
+// reads, and sequential or random addresses. A workload runs in phases: it
+// first writes every block it will touch (so every later read has known
+// data to be verified against), then runs its mix.
+type Workload struct {
+	Name      string
+	BlockSize int     // bytes, a multiple of 512
+	ReadPct   int     // 0..100: share of reads in the mixed phase
+	Random    bool    // random addresses instead of sequential ones
+	ReadP99   float64 // QoS limit on read latency p99 in microseconds, 0 for none
+	WriteP99  float64 // QoS limit on write latency p99 in microseconds, 0 for none
+}
+
+// Workloads by name. seq64k is the paper's: 64 KiB READ DMA EXT and WRITE
+// DMA EXT, sequential, then random.
+var namedWorkloads = map[string][]Workload{
+	"seq64k": {
+		{Name: "seq64k-write", BlockSize: 64 << 10, ReadPct: 0},
+		{Name: "seq64k-read", BlockSize: 64 << 10, ReadPct: 100},
+		{Name: "rand64k-write", BlockSize: 64 << 10, ReadPct: 0, Random: true},
+		{Name: "rand64k-read", BlockSize: 64 << 10, ReadPct: 100, Random: true},
+	},
+	"rand4k": {
+		{Name: "rand4k-write", BlockSize: 4 << 10, ReadPct: 0, Random: true},
+		{Name: "rand4k-read", BlockSize: 4 << 10, ReadPct: 100, Random: true},
+	},
+	// The SSD seed's mix: 4 KiB, 70% random read / 30% random write, with its
+	// QoS limits: read p99 <= 1000 us, write p99 <= 200 us.
+	"randrw70": {
+		{Name: "randrw70", BlockSize: 4 << 10, ReadPct: 70, Random: true, ReadP99: 1000, WriteP99: 200},
+	},
+}
+
+// parseWorkload reads a workload name, or a custom one written as
+// "bs=16k,read=70,rand" (bs in bytes with an optional k or m suffix, read a
+// percentage, rand or seq).
+func parseWorkload(s string) ([]Workload, error) {
+	if w, ok := namedWorkloads[s]; ok {
+		return w, nil
+	}
+	if !strings.Contains(s, "=") {
+		return nil, fmt.Errorf("unknown workload %q: want seq64k, rand4k, randrw70 or a custom bs=SIZE,read=PCT,rand|seq", s)
+	}
+	w := Workload{Name: s, BlockSize: 64 << 10, ReadPct: 100}
+	for _, f := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "bs":
+			n, err := parseSize(v)
+			if err != nil {
+				return nil, fmt.Errorf("workload %q: bs: %v", s, err)
+			}
+			w.BlockSize = int(n)
+		case "read":
+			p, err := strconv.Atoi(v)
+			if err != nil || p < 0 || p > 100 {
+				return nil, fmt.Errorf("workload %q: read must be a percentage 0..100", s)
+			}
+			w.ReadPct = p
+		case "rand":
+			w.Random = true
+		case "seq":
+			w.Random = false
+		default:
+			return nil, fmt.Errorf("workload %q: unknown field %q (want bs=, read=, rand, seq)", s, k)
+		}
+	}
+	if w.BlockSize < 512 || w.BlockSize%512 != 0 || w.BlockSize > 32<<20 {
+		return nil, fmt.Errorf("workload %q: bs must be a multiple of 512 between 512 and 32M", s)
+	}
+	return []Workload{w}, nil
+}
+
+// parseSize reads 4096, 4k, 64K, 1m, 2G.
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult, s = 1<<10, s[:n-1]
+		case 'm', 'M':
+			mult, s = 1<<20, s[:n-1]
+		case 'g', 'G':
+			mult, s = 1<<30, s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 {
+		return 0, errors.New("want a positive size such as 4096, 64k, 1m or 2g")
+	}
+	return v * mult, nil
+}
+
+// Data patterns. Every block written carries a 16-byte stamp (its block
+// number and generation) followed by bytes from one of a few random
+// patterns chosen by the stamp, so a read is verified with one memcmp and
+// a stale or misplaced block is caught by its stamp. The Internet checksum
+// of every block is known without reading it (the stamp's sum joined to the
+// pattern's), so the checksum the bridge computes is checked too.
+type patterns struct {
+	bufs [][]byte
+	sums []uint16 // checksum of each pattern past the stamp
+}
+
+const numPatterns = 8
+
+func newPatterns(blockSize int, seed uint64) *patterns {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	p := &patterns{bufs: make([][]byte, numPatterns), sums: make([]uint16, numPatterns)}
+	for i := range p.bufs {
+		b := make([]byte, blockSize)
+		for j := 0; j+8 <= len(b); j += 8 {
+			binary.LittleEndian.PutUint64(b[j:], r.Uint64())
+		}
+		p.bufs[i] = b
+		p.sums[i] = checksum.Checksum(b[stampSize:], 0)
+	}
+	return p
+}
+
+const stampSize = 16
+
+func (p *patterns) index(block uint64, gen uint32) int {
+	return int((block*7 + uint64(gen)) % numPatterns)
+}
+
+func (p *patterns) pick(block uint64, gen uint32) []byte {
+	return p.bufs[p.index(block, gen)]
+}
+
+func putStamp(b []byte, block uint64, gen uint32) {
+	binary.LittleEndian.PutUint64(b, block)
+	binary.LittleEndian.PutUint64(b[8:], uint64(gen)|0x5a5a<<48)
+}
+
+// sum returns the Internet checksum of block at generation gen, computed
+// from the stamp alone.
+func (p *patterns) sum(block uint64, gen uint32) uint16 {
+	var st [stampSize]byte
+	putStamp(st[:], block, gen)
+	return checksum.Combine(checksum.Checksum(st[:], 0), p.sums[p.index(block, gen)])
+}
+
+// fill writes the content of block at generation gen into b.
+func (p *patterns) fill(b []byte, block uint64, gen uint32) {
+	copy(b[stampSize:], p.pick(block, gen)[stampSize:len(b)])
+	putStamp(b, block, gen)
+}
+
+// verify checks that b holds block at generation gen.
+func (p *patterns) verify(b []byte, block uint64, gen uint32) error {
+	gotBlock := binary.LittleEndian.Uint64(b)
+	gotGen := binary.LittleEndian.Uint64(b[8:])
+	if gotBlock != block || gotGen != uint64(gen)|0x5a5a<<48 {
+		return fmt.Errorf("block %d: read stamp (block %d, generation %#x), want (block %d, generation %d)", block, gotBlock, gotGen, block, gen)
+	}
+	want := p.pick(block, gen)[stampSize:len(b)]
+	if !bytes.Equal(b[stampSize:], want) {
+		for i := range want {
+			if b[stampSize+i] != want[i] {
+				return fmt.Errorf("block %d generation %d: byte %d reads %#02x, want %#02x", block, gen, stampSize+i, b[stampSize+i], want[i])
+			}
+		}
+	}
+	return nil
+}
