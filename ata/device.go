@@ -355,6 +355,24 @@ func (d *Device) writeControl(c Control) {
 	}
 }
 
+// HardReset is a hardware reset (the RESET- signal or power cycle): any
+// command in progress is dropped, the settings return to their power-on
+// values (write cache, multiple count, DMA mode, geometry), and the
+// registers hold the signature and diagnostic result, as after SRST. The
+// device control register is cleared.
+func (d *Device) HardReset() {
+	d.ctl = 0
+	d.step(EvSRST)
+	d.step(EvSRSTRelease)
+	d.set = d.info.powerOn()
+	d.refreshIdentify()
+	d.standby = false
+	d.signature()
+	d.status = StatusDRDY | StatusDSC
+	d.intrq = false
+	d.pos, d.end = 0, 0
+}
+
 // signature loads the ATA signature and the diagnostic result.
 func (d *Device) signature() {
 	d.count = [2]uint8{1, 1}
@@ -385,16 +403,17 @@ func (d *Device) command(op Opcode) {
 	d.errReg = 0
 	d.intrq = false
 	d.lastErr = nil
-	tf := d.taskFile()
-	tf.Command = op
-	if err := Decode(&tf, d.set.geom, &d.cmd); err != nil {
-		d.fail(0, ErrorIDNF|ErrorABRT, false)
-		return
-	}
 	switch op {
 	case CmdCheckPowerMode, CmdCheckPowerModeAlt, CmdStandby, CmdStandbyImmediate, CmdSleep:
 	default:
 		d.standby = false
+	}
+	tf := d.taskFile()
+	tf.Command = op
+	if err := Decode(&tf, d.set.geom, &d.cmd); err != nil {
+		// A CHS address outside the current geometry.
+		d.fail(0, ErrorIDNF|ErrorABRT, false)
+		return
 	}
 	d.dispatch()
 }

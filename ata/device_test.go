@@ -368,3 +368,29 @@ func TestOSFileBackend(t *testing.T) {
 		t.Fatalf("file contents: %v", err)
 	}
 }
+
+func TestHardReset(t *testing.T) {
+	r := newRig(t, testInfo(64))
+	for _, c := range []ata.Command{
+		{Op: ata.CmdSetFeatures, Features: ata.FeatureDisableWriteCache},
+		{Op: ata.CmdSetMultipleMode, Count: 2},
+		{Op: ata.CmdSetFeatures, Features: ata.FeatureSetTransferMode, Count: ata.XferMWDMA0 + 1},
+	} {
+		if err := r.host.Exec(&c, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issue(r.dev, ata.Command{Op: ata.CmdWriteSectors, Addressing: ata.AddrLBA28, LBA: 1, Count: 1})
+	r.dev.WriteReg(ata.RegDeviceControl, uint8(ata.ControlNIEN))
+	r.dev.HardReset()
+	id := r.dev.Identify()
+	if id.WriteCacheEnabled() != true || id.Multiple() != 16 || id.DMAMode() != ata.XferUDMA0+6 {
+		t.Errorf("settings after hard reset: wc %v multiple %d mode %02x", id.WriteCacheEnabled(), id.Multiple(), id.DMAMode())
+	}
+	if r.dev.State() != ata.StateIdle || r.dev.Status() != ata.StatusDRDY|ata.StatusDSC || r.dev.Error() != ata.DiagPassed || r.dev.Fault() != nil {
+		t.Errorf("after hard reset: %v %v %v %v", r.dev.State(), r.dev.Status(), r.dev.Error(), r.dev.Fault())
+	}
+	if len(r.disk.writes) != 0 {
+		t.Errorf("dropped write reached the backend: %v", r.disk.writes)
+	}
+}
