@@ -133,12 +133,37 @@ type Queue[T any] interface {
 
 // link is the pipeline's side of a queue between two goroutines: it carries
 // each unit with the time it entered the pipeline (0 when not instrumented).
+// get returns io.EOF once the producer closed the link and the units before
+// are drained, or errStop instead when the producer closed it because it
+// was stopped (the stream was cut, not ended).
 type link[T any] interface {
+	sender[T]
 	reset()
-	put(ctx context.Context, v T, origin int64) error
 	get(ctx context.Context) (v T, origin int64, err error)
 	release()
-	close()
+}
+
+// sender is the producer's side of a link.
+type sender[T any] interface {
+	put(ctx context.Context, v T, origin int64) error
+	closer
+}
+
+// closer ends a link: cut says the producer was stopped.
+type closer interface {
+	close(cut bool)
+}
+
+// cutFlag remembers why a link was closed. It is set before the close, so
+// the consumer that sees the close sees it.
+type cutFlag struct{ cut atomic.Bool }
+
+// end is the error for a drained, closed link.
+func (c *cutFlag) end() error {
+	if c.cut.Load() {
+		return errStop
+	}
+	return io.EOF
 }
 
 // newLink returns the link l describes for units of type T.
@@ -204,6 +229,7 @@ const ringSpins = 8
 // consumer wakes a parked producer only once the ring is half empty, so a
 // slow consumer costs one wake-up per half ring, not one per unit.
 type ring[T any] struct {
+	cutFlag
 	_    pad
 	tail atomic.Uint64 // next slot to fill; written by the producer
 	_    pad
@@ -244,6 +270,7 @@ func (r *ring[T]) reset() {
 	r.head.Store(0)
 	r.ptail, r.pcache, r.chead, r.ccache = 0, 0, 0, 0
 	r.closed.Store(false)
+	r.cut.Store(false)
 	r.prodWaiting.Store(false)
 	r.consWaiting.Store(false)
 	select {
@@ -295,7 +322,8 @@ func (r *ring[T]) put(ctx context.Context, v T, origin int64) error {
 	return nil
 }
 
-func (r *ring[T]) close() {
+func (r *ring[T]) close(cut bool) {
+	r.cut.Store(cut)
 	r.closed.Store(true)
 	if r.consWaiting.Load() {
 		signal(r.notEmpty)
@@ -314,7 +342,7 @@ func (r *ring[T]) get(ctx context.Context) (T, int64, error) {
 				break
 			}
 			var zero T
-			return zero, 0, io.EOF
+			return zero, 0, r.end()
 		}
 		for i := 0; i < ringSpins && r.tail.Load() == r.chead && !r.closed.Load(); i++ {
 			runtime.Gosched()
@@ -353,11 +381,15 @@ func (r *ring[T]) ptailSnapshot() uint64 { return r.tail.Load() }
 
 // chanLink is a link through a buffered channel.
 type chanLink[T any] struct {
+	cutFlag
 	capacity int
 	ch       chan item[T]
 }
 
-func (c *chanLink[T]) reset() { c.ch = make(chan item[T], c.capacity) }
+func (c *chanLink[T]) reset() {
+	c.ch = make(chan item[T], c.capacity)
+	c.cut.Store(false)
+}
 
 func (c *chanLink[T]) put(ctx context.Context, v T, origin int64) error {
 	select {
@@ -372,7 +404,7 @@ func (c *chanLink[T]) get(ctx context.Context) (T, int64, error) {
 	select {
 	case it, ok := <-c.ch:
 		if !ok {
-			return it.v, 0, io.EOF
+			return it.v, 0, c.end()
 		}
 		return it.v, it.origin, nil
 	case <-ctx.Done():
@@ -382,7 +414,10 @@ func (c *chanLink[T]) get(ctx context.Context) (T, int64, error) {
 }
 
 func (c *chanLink[T]) release() {}
-func (c *chanLink[T]) close()   { close(c.ch) }
+func (c *chanLink[T]) close(cut bool) {
+	c.cut.Store(cut)
+	close(c.ch)
+}
 
 // queueLink is a link through a caller's Queue. Entry times travel in a side
 // ring of Cap()+2 slots: the producer writes slot p before it puts unit p,
@@ -390,6 +425,7 @@ func (c *chanLink[T]) close()   { close(c.ch) }
 // consumer reads the time of unit p-Cap()-2 before it takes unit
 // p-Cap()-1, so the two never touch a slot at the same time.
 type queueLink[T any] struct {
+	cutFlag
 	q          Queue[T]
 	stamps     []int64
 	pseq, cseq uint64
@@ -397,6 +433,7 @@ type queueLink[T any] struct {
 
 func (l *queueLink[T]) reset() {
 	l.q.Reset()
+	l.cut.Store(false)
 	l.pseq, l.cseq = 0, 0
 }
 
@@ -411,6 +448,9 @@ func (l *queueLink[T]) put(ctx context.Context, v T, origin int64) error {
 
 func (l *queueLink[T]) get(ctx context.Context) (T, int64, error) {
 	v, err := l.q.Get(ctx)
+	if err == io.EOF {
+		return v, 0, l.end()
+	}
 	if err != nil {
 		return v, 0, err
 	}
@@ -420,7 +460,10 @@ func (l *queueLink[T]) get(ctx context.Context) (T, int64, error) {
 }
 
 func (l *queueLink[T]) release() { l.q.Release() }
-func (l *queueLink[T]) close()   { l.q.Close() }
+func (l *queueLink[T]) close(cut bool) {
+	l.cut.Store(cut)
+	l.q.Close()
+}
 
 // fifoBatch is how many blocks a FIFO link's consumer peeks at once.
 const fifoBatch = 64
@@ -430,6 +473,7 @@ const fifoBatch = 64
 // before committing it and the consumer reads it before releasing it, so
 // the FIFO's own hand-off orders every access.
 type fifoLink struct {
+	cutFlag
 	f      *fifo.FIFO
 	bs     int
 	stamps []int64
@@ -446,6 +490,7 @@ func newFIFOLink(f *fifo.FIFO) *fifoLink {
 
 func (l *fifoLink) reset() {
 	l.f.Reset()
+	l.cut.Store(false)
 	l.pseq, l.cseq = 0, 0
 	l.batch, l.off, l.done = nil, 0, 0
 }
@@ -481,6 +526,9 @@ func (l *fifoLink) get(ctx context.Context) ([]byte, int64, error) {
 		if err == fifo.ErrEmpty {
 			b, err = l.f.PeekN(ctx, 1)
 		}
+		if err == io.EOF {
+			return nil, 0, l.end()
+		}
 		if err != nil {
 			return nil, 0, err
 		}
@@ -494,4 +542,7 @@ func (l *fifoLink) get(ctx context.Context) ([]byte, int64, error) {
 }
 
 func (l *fifoLink) release() { l.done += l.bs }
-func (l *fifoLink) close()   { l.f.Close() }
+func (l *fifoLink) close(cut bool) {
+	l.cut.Store(cut)
+	l.f.Close()
+}

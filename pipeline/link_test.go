@@ -89,7 +89,7 @@ func (m *ringMachine) Release(t *rapid.T) {
 }
 
 func (m *ringMachine) Close(t *rapid.T) {
-	m.r.close()
+	m.r.close(false)
 	m.closed = true
 }
 
@@ -138,7 +138,7 @@ func TestLinksConcurrent(t *testing.T) {
 						return
 					}
 				}
-				lk.close()
+				lk.close(false)
 			})
 			for i := 0; ; i++ {
 				v, origin, err := lk.get(context.Background())

@@ -51,11 +51,10 @@ type segment struct {
 	first, last int    // node indexes
 	head        runner // the source or the head of the link before first
 	link        interface{ reset() }
-	out         interface{ close() } // the link after last, nil for the sink's
+	out         closer // the link after last, nil for the sink's
 
 	ctx     context.Context
 	cancel  context.CancelFunc
-	stopped atomic.Bool // the segment was stopped; set before out is closed
 	halt    atomic.Bool // ctx is done
 }
 
@@ -157,11 +156,11 @@ func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
 		}
 		v, origin, err := h.lk.get(ctx)
 		if err != nil {
-			if err == io.EOF {
-				if h.up.stopped.Load() {
-					return errStop // the stream was cut, not ended
-				}
+			switch err {
+			case io.EOF:
 				return nil
+			case errStop: // the stream was cut, not ended
+				return errStop
 			}
 			return h.nd.pl.fail(ctx, h.nd, err)
 		}
@@ -361,9 +360,8 @@ func (s *segment) run() {
 	if s.out == nil {
 		s.p.progress.Store(s.p.nodes[s.last].units)
 	}
-	s.stopped.Store(err == errStop)
 	if s.out != nil {
-		s.out.close()
+		s.out.close(err == errStop)
 	}
 	var se *StageError
 	failed := -1
