@@ -53,9 +53,9 @@ type segment struct {
 	link        interface{ reset() }
 	out         closer // the link after last, nil for the sink's
 
-	ctx     context.Context
-	cancel  context.CancelFunc
-	halt    atomic.Bool // ctx is done
+	ctx    context.Context
+	cancel context.CancelFunc
+	halt   atomic.Bool // ctx is done
 }
 
 // runner runs a segment's loop. It checks halt, set once ctx is done, before
