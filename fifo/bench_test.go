@@ -134,6 +134,19 @@ func benchRing(b *testing.B, batch int) {
 //go:noinline
 func produceRing(b *testing.B, f *FIFO, ctx context.Context, batch int, done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
+	if batch == 1 {
+		for i := range benchBlocks {
+			p, err := f.Reserve(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			binary.LittleEndian.PutUint64(p, uint64(i))
+			f.Commit(1)
+		}
+		f.Close()
+		return
+	}
 	for i := 0; i < benchBlocks; {
 		p, err := f.ReserveN(ctx, batch)
 		if err != nil {
@@ -153,6 +166,23 @@ func produceRing(b *testing.B, f *FIFO, ctx context.Context, batch int, done cha
 //go:noinline
 func consumeRing(b *testing.B, f *FIFO, ctx context.Context, batch int) {
 	i := uint64(0)
+	if batch == 1 {
+		for {
+			p, err := f.Peek(ctx)
+			if err != nil {
+				break
+			}
+			if binary.LittleEndian.Uint64(p) != i {
+				b.Fatalf("block %d out of order", i)
+			}
+			i++
+			f.Release(1)
+		}
+		if i != benchBlocks {
+			b.Fatalf("consumer got %d blocks, want %d", i, benchBlocks)
+		}
+		return
+	}
 	for {
 		p, err := f.PeekN(ctx, batch)
 		if err != nil {

@@ -112,13 +112,21 @@ func (s *machine) checkPeek(t *rapid.T, b []byte, k int) {
 	}
 }
 
-func (s *machine) reserve(t *rapid.T, try bool) {
-	n := rapid.IntRange(0, s.m.blocks+2).Draw(t, "n")
+func (s *machine) reserve(t *rapid.T, try, single bool) {
+	n := 1
+	if !single {
+		n = rapid.IntRange(0, s.m.blocks+2).Draw(t, "n")
+	}
 	var b []byte
 	var err error
-	if try {
+	switch {
+	case single && try:
+		b, err = s.f.TryReserve()
+	case single:
+		b, err = s.f.Reserve(canceled())
+	case try:
 		b, err = s.f.TryReserveN(n)
-	} else {
+	default:
 		b, err = s.f.ReserveN(canceled(), n)
 	}
 	m := s.m
@@ -186,13 +194,21 @@ func (s *machine) commit(t *rapid.T) {
 	}
 }
 
-func (s *machine) peek(t *rapid.T, try bool) {
-	n := rapid.IntRange(0, s.m.blocks+2).Draw(t, "n")
+func (s *machine) peek(t *rapid.T, try, single bool) {
+	n := 1
+	if !single {
+		n = rapid.IntRange(0, s.m.blocks+2).Draw(t, "n")
+	}
 	var b []byte
 	var err error
-	if try {
+	switch {
+	case single && try:
+		b, err = s.f.TryPeek()
+	case single:
+		b, err = s.f.Peek(canceled())
+	case try:
 		b, err = s.f.TryPeekN(n)
-	} else {
+	default:
 		b, err = s.f.PeekN(canceled(), n)
 	}
 	m := s.m
@@ -306,11 +322,15 @@ func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := newMachine(t)
 		t.Repeat(map[string]func(*rapid.T){
-			"TryReserveN": func(t *rapid.T) { s.reserve(t, true) },
-			"ReserveN":    func(t *rapid.T) { s.reserve(t, false) },
+			"TryReserveN": func(t *rapid.T) { s.reserve(t, true, false) },
+			"ReserveN":    func(t *rapid.T) { s.reserve(t, false, false) },
+			"TryReserve":  func(t *rapid.T) { s.reserve(t, true, true) },
+			"Reserve":     func(t *rapid.T) { s.reserve(t, false, true) },
 			"Commit":      s.commit,
-			"TryPeekN":    func(t *rapid.T) { s.peek(t, true) },
-			"PeekN":       func(t *rapid.T) { s.peek(t, false) },
+			"TryPeekN":    func(t *rapid.T) { s.peek(t, true, false) },
+			"PeekN":       func(t *rapid.T) { s.peek(t, false, false) },
+			"TryPeek":     func(t *rapid.T) { s.peek(t, true, true) },
+			"Peek":        func(t *rapid.T) { s.peek(t, false, true) },
 			"Release":     s.release,
 			"Close": func(t *rapid.T) {
 				if rapid.IntRange(0, 9).Draw(t, "rare") == 0 {
