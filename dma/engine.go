@@ -286,6 +286,14 @@ func (e *Engine) SetRegions(regions ...[]byte) {
 	e.sg.Reset(regions...)
 }
 
+// Prepare programs host memory for the next transfers as the single region
+// buf; it is SetRegions(buf), and makes the engine a bus master in the
+// shape package ata's host driver expects (ata.BusMaster). It never fails.
+func (e *Engine) Prepare(buf []byte) error {
+	e.sg.Reset(buf)
+	return nil
+}
+
 // LoadPRD programs host memory for the next transfers from the PRD table
 // at physical address ptr of mem, as a bus master does when the host
 // writes its PRD Table Pointer register: it reads at most MaxTableBytes,

@@ -513,3 +513,26 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// The seam with package ata, restated here so that dma need not import it:
+// the Engine has the methods of ata.DMA and ata.BusMaster.
+var (
+	_ interface {
+		DeviceToHost(src io.ReaderAt, off, n int64) error
+		HostToDevice(dst io.WriterAt, off, n int64) error
+	} = (*Engine)(nil)
+	_ interface{ Prepare(buf []byte) error } = (*Engine)(nil)
+)
+
+func TestPrepare(t *testing.T) {
+	e := mustEngine(t, Config{})
+	defer e.Close()
+	host := make([]byte, 1024)
+	if err := e.Prepare(host); err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(1024, 4)
+	if err := e.DeviceToHost(newDev(data), 0, 1024); err != nil || !bytes.Equal(host, data) {
+		t.Fatalf("read into the prepared buffer: %v", err)
+	}
+}
