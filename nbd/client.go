@@ -1,7 +1,6 @@
 package nbd
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -271,8 +270,7 @@ func newClient(n *Negotiator, e ExportInfo) (*Client, error) {
 		}
 	}
 	c.minBlock, c.prefBlock, c.maxPayload = clientBlockLimits(e)
-	br := bufio.NewReaderSize(n.conn, clientReplyBuffer)
-	c.conns = []*clientConn{newClientConn(n.conn, br, n.sr, n.ctxs, n.cfg.maxInFlight)}
+	c.conns = []*clientConn{newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)}
 	return c, nil
 }
 
@@ -533,16 +531,23 @@ const clientSplitWindow = 8
 
 // split runs a READ or WRITE longer than the maximum payload as parts,
 // keeping up to clientSplitWindow in flight. It blocks for a slot only when
-// it holds none, so callers cannot deadlock holding slots.
+// it holds none, so callers cannot deadlock holding slots. On a connection
+// that is not a kernel socket (a net.Pipe has no buffer at all) it keeps
+// one part in flight: while this goroutine writes, no one may be reading
+// the replies it is waiting for.
 func (c *Client) split(ctx context.Context, cmd Command, flags CmdFlags, p []byte, off int64) error {
 	cc := c.pick()
 	part := int(c.maxPayload) &^ (int(c.minBlock) - 1)
+	window := clientSplitWindow
+	if !cc.canWritev {
+		window = 1
+	}
 	var ring [clientSplitWindow]*clientSlot
 	head, n := 0, 0
 	var first error
 	sent := 0
 	for sent < len(p) || n > 0 {
-		if sent < len(p) && first == nil && n < clientSplitWindow {
+		if sent < len(p) && first == nil && n < window {
 			var s *clientSlot
 			if n == 0 {
 				var err error

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -17,18 +18,30 @@ import (
 // Each connection has a fixed table of request slots (WithMaxInFlight). A
 // caller takes a free slot from a buffered channel (waiting there is the
 // backpressure), fills it, sends the request header and payload in one
-// write, and sleeps on the slot's done channel. One reader goroutine per
-// connection reads every reply, finds the slot from the cookie (slot index
-// in the low 32 bits, a generation in the high 32), reads the data
-// straight into the caller's buffer and wakes the caller. Nothing is
-// allocated per request: slots, headers, net.Buffers and channels are made
-// once per connection.
+// write, and waits for its reply. Nothing is allocated per request: slots,
+// headers, net.Buffers and channels are made once per connection.
 //
-// A slot's mutex is held by the reader while it writes into the caller's
+// There is no reader goroutine. Replies are read by whichever waiting
+// caller holds the reader role (a token channel of capacity one), leader
+// and followers: the leader reads replies one at a time, finds each one's
+// slot from the cookie (slot index in the low 32 bits, a generation in the
+// high 32), reads the data straight into that caller's buffer, wakes it,
+// and stops leading as soon as its own reply is complete; a waiting
+// follower then takes the role. At queue depth one the caller reads its
+// own reply, with no goroutine hand-off on the way. Every request in
+// flight always has a waiter that can lead: its caller, or, once the
+// caller has given up (context ended), a short-lived drain goroutine.
+//
+// A slot's mutex is held by the leader while it writes into the caller's
 // buffer and by a caller whose context ends; so a caller that gives up
-// either finds its reply complete, or marks the slot abandoned knowing the
-// reader will never touch its buffer again (the reader then discards the
-// reply's data and frees the slot itself).
+// either finds its reply complete, or marks the slot abandoned knowing no
+// one will touch its buffer again (the leader then discards the reply's
+// data and frees the slot itself).
+//
+// A leader whose context ends stops at the next message boundary: a read
+// deadline interrupts it while it waits for a reply header, but not in the
+// middle of a message, which it reads to the end so the stream stays in
+// step.
 
 // clientReplyBuffer is the size of the reader's bufio.Reader. Payloads at
 // least this long are read straight into the caller's buffer; shorter ones
@@ -94,28 +107,30 @@ type clientConn struct {
 	free  chan uint32
 	wsem  chan struct{} // capacity 1: held while writing a request
 
-	dead       chan struct{}
-	failMu     sync.Mutex
-	err        error // why the connection died; set before dead is closed
-	readerDone chan struct{}
+	dead   chan struct{}
+	failMu sync.Mutex
+	err    error         // why the connection died; set before dead is closed
+	rtok   chan struct{} // capacity 1: held by the leader (the one reading replies)
 
-	// owned by the reader goroutine
-	rhdr    [ChunkHeaderSize]byte
-	scratch []byte
+	// owned by the leader
+	interruptible bool // a read deadline may end the read: nothing of the next message is consumed
+	rhdr          [ChunkHeaderSize]byte
+	rfix          [OffsetHoleSize]byte // fixed-size chunk payloads
+	scratch       []byte
 }
 
-func newClientConn(nc net.Conn, br *bufio.Reader, structured bool, contexts []MetaContext, inflight int) *clientConn {
+func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, inflight int) *clientConn {
 	c := &clientConn{
 		nc:         nc,
-		br:         br,
 		structured: structured,
 		contexts:   contexts,
 		slots:      make([]clientSlot, inflight),
 		free:       make(chan uint32, inflight),
 		wsem:       make(chan struct{}, 1),
 		dead:       make(chan struct{}),
-		readerDone: make(chan struct{}),
+		rtok:       make(chan struct{}, 1),
 	}
+	c.br = bufio.NewReaderSize(clientSock{c}, clientReplyBuffer)
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
 		c.canWritev = true
@@ -126,7 +141,6 @@ func newClientConn(nc net.Conn, br *bufio.Reader, structured bool, contexts []Me
 		s.done = make(chan struct{}, 1)
 		c.free <- uint32(i)
 	}
-	go c.readLoop()
 	return c
 }
 
@@ -298,26 +312,128 @@ func (c *clientConn) unsend(s *clientSlot, err error) error {
 	return err
 }
 
-// wait waits for the reply to the request in s and returns its error. If
-// ctx ends first, s is abandoned (the reader frees it later) and wait
+// wait waits for the reply to the request in s and returns its error,
+// leading (reading replies for everyone) while no one else does. If ctx
+// ends first, s is abandoned (whoever reads its reply frees it) and wait
 // returns ctx's error with abandoned true; otherwise the caller still holds
 // s and must release it.
 func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abandoned bool) {
-	select {
-	case <-s.done:
-		return s.err, false
-	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	if s.complete {
+	for {
+		select {
+		case <-s.done:
+			return s.err, false
+		default:
+		}
+		select {
+		case <-s.done:
+			return s.err, false
+		case c.rtok <- struct{}{}:
+			c.lead(ctx, s, s.cookie)
+			<-c.rtok
+			continue
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		if s.complete {
+			s.mu.Unlock()
+			<-s.done
+			return s.err, false
+		}
+		s.abandoned = true
+		s.buf = nil
+		cookie := s.cookie
 		s.mu.Unlock()
-		<-s.done
-		return s.err, false
+		// Someone must read the abandoned reply even if no other call
+		// ever waits on this connection again.
+		go c.drain(s, cookie)
+		return ctx.Err(), true
 	}
-	s.abandoned = true
-	s.buf = nil
+}
+
+// drain waits (leading when it can) until the abandoned request cookie in
+// s is answered or the connection dies.
+func (c *clientConn) drain(s *clientSlot, cookie uint64) {
+	for !c.answered(s, cookie) {
+		select {
+		case <-c.dead:
+			return
+		case c.rtok <- struct{}{}:
+			c.lead(context.Background(), s, cookie)
+			<-c.rtok
+		}
+	}
+}
+
+// answered reports whether the request cookie in s is no longer waiting
+// for its reply.
+func (c *clientConn) answered(s *clientSlot, cookie uint64) bool {
+	s.mu.Lock()
+	d := !s.inflight || s.complete || s.cookie != cookie
 	s.mu.Unlock()
-	return ctx.Err(), true
+	return d
+}
+
+// lead reads replies, the caller holding the reader role, until the
+// request cookie in s is answered, the connection dies, or ctx ends (at a
+// message boundary).
+func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { _ = c.nc.SetReadDeadline(time.Unix(1, 0)) })
+	}
+	for c.failed() == nil && ctx.Err() == nil && !c.answered(s, cookie) {
+		c.interruptible = true
+		err := c.readReply()
+		c.interruptible = false
+		if err == errClientInterrupted {
+			// A deadline at a message boundary: ctx ended (checked by
+			// the loop), or a stale deadline of an earlier leader.
+			_ = c.nc.SetReadDeadline(time.Time{})
+			continue
+		}
+		if err != nil {
+			c.fail(clientConnLost(err))
+			break
+		}
+	}
+	if stop != nil && !stop() {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// errClientInterrupted reports a read deadline hit before any byte of the
+// next reply was consumed.
+var errClientInterrupted = errors.New("nbd: read interrupted at a message boundary")
+
+// clientSock is the io.Reader under the reply bufio.Reader. A deadline
+// error ends the read only while the leader is between messages;
+// mid-message the deadline is cleared and the read goes on.
+type clientSock struct{ c *clientConn }
+
+func (r clientSock) Read(p []byte) (int, error) {
+	for {
+		n, err := r.c.nc.Read(p)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if r.c.interruptible {
+			return 0, errClientInterrupted
+		}
+		_ = r.c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+func clientConnLost(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("nbd: connection lost: server hung up: %w", io.ErrUnexpectedEOF)
+	}
+	if errors.Is(err, ErrProtocol) {
+		return err
+	}
+	return fmt.Errorf("nbd: connection lost: %w", err)
 }
 
 // do runs one request to completion and releases its slot.
@@ -352,29 +468,9 @@ func (c *clientConn) close(err error) {
 		}
 	}
 	c.fail(err)
-	<-c.readerDone
 }
 
-// The reader.
-
-func (c *clientConn) readLoop() {
-	defer close(c.readerDone)
-	for {
-		if err := c.readReply(); err != nil {
-			select {
-			case <-c.dead:
-			default:
-				if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-					err = fmt.Errorf("nbd: connection lost: server hung up: %w", io.ErrUnexpectedEOF)
-				} else if !errors.Is(err, ErrProtocol) {
-					err = fmt.Errorf("nbd: connection lost: %w", err)
-				}
-			}
-			c.fail(err)
-			return
-		}
-	}
-}
+// The reader: run by the leader.
 
 // lookup finds the slot of an in-flight request by cookie and locks it.
 func (c *clientConn) lookup(cookie uint64) (*clientSlot, error) {
@@ -408,13 +504,26 @@ func (c *clientConn) readReply() error {
 	}
 }
 
+// header peeks a whole header of n bytes and then consumes it, so a
+// deadline can interrupt only before the message has begun.
+func (c *clientConn) header(n int) ([]byte, error) {
+	b, err := c.br.Peek(n)
+	if err != nil {
+		return nil, err
+	}
+	c.interruptible = false
+	copy(c.rhdr[:n], b)
+	_, _ = c.br.Discard(n)
+	return c.rhdr[:n], nil
+}
+
 func (c *clientConn) readSimple() error {
-	h := (*[SimpleReplySize]byte)(c.rhdr[:SimpleReplySize])
-	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+	b, err := c.header(SimpleReplySize)
+	if err != nil {
 		return err
 	}
 	var r SimpleReply
-	if err := r.Parse(h); err != nil {
+	if err := r.Parse((*[SimpleReplySize]byte)(b)); err != nil {
 		return err
 	}
 	s, err := c.lookup(r.Cookie)
@@ -451,12 +560,12 @@ func (c *clientConn) readSimple() error {
 }
 
 func (c *clientConn) readChunk() error {
-	h := (*[ChunkHeaderSize]byte)(c.rhdr[:])
-	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+	b, err := c.header(ChunkHeaderSize)
+	if err != nil {
 		return err
 	}
 	var ch ChunkHeader
-	if err := ch.Parse(h); err != nil {
+	if err := ch.Parse((*[ChunkHeaderSize]byte)(b)); err != nil {
 		return err
 	}
 	s, err := c.lookup(ch.Cookie)
@@ -535,11 +644,11 @@ func (c *clientConn) chunkBody(s *clientSlot, ch *ChunkHeader) (reqErr, err erro
 		if n <= OffsetDataHeaderSize || uint64(n) > uint64(s.length)+OffsetDataHeaderSize {
 			return nil, protoErr(fmt.Sprintf("OFFSET_DATA chunk of %d bytes to a READ of %d", n, s.length))
 		}
-		var ob [OffsetDataHeaderSize]byte
-		if _, err := io.ReadFull(c.br, ob[:]); err != nil {
+		ob := c.rfix[:OffsetDataHeaderSize]
+		if _, err := io.ReadFull(c.br, ob); err != nil {
 			return nil, err
 		}
-		off := binary.BigEndian.Uint64(ob[:])
+		off := binary.BigEndian.Uint64(ob)
 		dlen := uint64(n - OffsetDataHeaderSize)
 		if rerr := s.cover(off, dlen); rerr != nil {
 			_, err := c.br.Discard(int(dlen))
@@ -558,11 +667,10 @@ func (c *clientConn) chunkBody(s *clientSlot, ch *ChunkHeader) (reqErr, err erro
 		if n != OffsetHoleSize {
 			return nil, protoErr(fmt.Sprintf("OFFSET_HOLE chunk of %d bytes, want 12", n))
 		}
-		var hb [OffsetHoleSize]byte
-		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+		if _, err := io.ReadFull(c.br, c.rfix[:]); err != nil {
 			return nil, err
 		}
-		off, size := ParseOffsetHole(&hb)
+		off, size := ParseOffsetHole(&c.rfix)
 		if size == 0 {
 			return protoErr("OFFSET_HOLE of size 0"), nil
 		}

@@ -21,7 +21,7 @@ import (
 
 // clientNbdkit starts nbdkit on a unix socket with args (plugin, filters,
 // parameters) and returns the process and an nbd+unix URI for export "".
-func clientNbdkit(t *testing.T, args ...string) (*testenv.Process, string) {
+func clientNbdkit(t testing.TB, args ...string) (*testenv.Process, string) {
 	t.Helper()
 	bin := testenv.Need(t, "nbdkit", "nbdkit")
 	sock := testenv.SocketPath(t, "nbdkit.sock")

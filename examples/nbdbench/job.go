@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nhdkit/nhd/nbd"
+)
+
+// job is one fio-style run.
+type job struct {
+	URI         string
+	RW          string // read, write, randread, randwrite, randrw
+	MixRead     int    // percent of reads for randrw
+	BS          int64
+	IODepth     int
+	Runtime     time.Duration
+	Connections int
+	Size        int64 // 0: the whole export
+}
+
+// result is what a job measured.
+type result struct {
+	Job     job
+	Elapsed time.Duration
+	Read    stats
+	Write   stats
+}
+
+type stats struct {
+	Ops   int64
+	Bytes int64
+	Hist  hist
+}
+
+func (j *job) validate() error {
+	switch j.RW {
+	case "read", "write", "randread", "randwrite", "randrw":
+	default:
+		return fmt.Errorf("rw=%q: want read, write, randread, randwrite or randrw", j.RW)
+	}
+	if j.BS <= 0 || j.BS > 64<<20 {
+		return fmt.Errorf("bs=%d: want 1 byte to 64 MiB", j.BS)
+	}
+	if j.IODepth < 1 || j.IODepth > 4096 {
+		return fmt.Errorf("iodepth=%d: want 1 to 4096", j.IODepth)
+	}
+	if j.MixRead < 0 || j.MixRead > 100 {
+		return fmt.Errorf("rwmixread=%d: want 0 to 100", j.MixRead)
+	}
+	if j.Runtime <= 0 {
+		return fmt.Errorf("runtime=%v: want > 0", j.Runtime)
+	}
+	if j.Connections < 1 {
+		j.Connections = 1
+	}
+	return nil
+}
+
+// run connects, runs the job for its runtime and returns the figures.
+func (j job) run(ctx context.Context) (*result, error) {
+	if err := j.validate(); err != nil {
+		return nil, err
+	}
+	inflight := max(nbd.DefaultClientMaxInFlight, (j.IODepth+j.Connections-1)/j.Connections)
+	c, err := nbd.Dial(ctx, j.URI, nbd.WithConnections(j.Connections), nbd.WithMaxInFlight(inflight))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	size := c.Size()
+	if j.Size > 0 && j.Size < size {
+		size = j.Size
+	}
+	blocks := size / j.BS
+	if blocks < 1 {
+		return nil, fmt.Errorf("export of %d bytes is smaller than bs=%d", size, j.BS)
+	}
+	j.Connections = c.Connections()
+	var (
+		next    atomic.Int64 // sequential jobs: next block
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		res     = &result{Job: j}
+		errOnce error
+	)
+	seq := j.RW == "read" || j.RW == "write"
+	start := time.Now()
+	for w := range j.IODepth {
+		wg.Go(func() {
+			var rd, wr stats
+			r := rand.New(rand.NewPCG(uint64(w)+1, uint64(start.UnixNano())))
+			buf := make([]byte, j.BS)
+			for i := range buf {
+				buf[i] = byte(r.Uint32())
+			}
+			var err error
+			for !stop.Load() {
+				var blk int64
+				if seq {
+					blk = (next.Add(1) - 1) % blocks
+				} else {
+					blk = r.Int64N(blocks)
+				}
+				off := blk * j.BS
+				read := j.RW == "read" || j.RW == "randread" || (j.RW == "randrw" && r.IntN(100) < j.MixRead)
+				t0 := time.Now()
+				if read {
+					_, err = c.ReadAt(buf, off)
+				} else {
+					_, err = c.WriteAt(buf, off)
+				}
+				d := time.Since(t0)
+				if err != nil {
+					break
+				}
+				st := &wr
+				if read {
+					st = &rd
+				}
+				st.Ops++
+				st.Bytes += j.BS
+				st.Hist.add(d)
+			}
+			mu.Lock()
+			res.Read.merge(&rd)
+			res.Write.merge(&wr)
+			if err != nil && errOnce == nil {
+				errOnce = err
+			}
+			mu.Unlock()
+		})
+	}
+	select {
+	case <-time.After(j.Runtime):
+	case <-ctx.Done():
+	}
+	stop.Store(true)
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	if errOnce != nil {
+		return res, fmt.Errorf("I/O error: %w", errOnce)
+	}
+	if res.Read.Ops+res.Write.Ops == 0 {
+		return res, errors.New("no request completed")
+	}
+	return res, nil
+}
+
+func (s *stats) merge(o *stats) {
+	s.Ops += o.Ops
+	s.Bytes += o.Bytes
+	s.Hist.merge(&o.Hist)
+}
+
+func (r *result) print(w io.Writer) {
+	j := r.Job
+	fmt.Fprintf(w, "nbdbench: rw=%s bs=%d iodepth=%d connections=%d runtime=%v uri=%s\n",
+		j.RW, j.BS, j.IODepth, j.Connections, r.Elapsed.Round(time.Millisecond), j.URI)
+	for _, x := range []struct {
+		name string
+		s    *stats
+	}{{"read", &r.Read}, {"write", &r.Write}} {
+		if x.s.Ops == 0 {
+			continue
+		}
+		sec := r.Elapsed.Seconds()
+		fmt.Fprintf(w, "  %-5s: IOPS=%.0f BW=%.1fMiB/s lat(us) p50=%.1f p99=%.1f p99.9=%.1f mean=%.1f ops=%d\n",
+			x.name, float64(x.s.Ops)/sec, float64(x.s.Bytes)/sec/(1<<20),
+			us(x.s.Hist.quantile(0.50)), us(x.s.Hist.quantile(0.99)), us(x.s.Hist.quantile(0.999)),
+			us(x.s.Hist.mean()), x.s.Ops)
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// hist is a log-linear latency histogram over nanoseconds: values below
+// 2^histSub land in exact buckets, larger ones in histSub buckets per power
+// of two (resolution 1/histSub, about 3%).
+type hist struct {
+	counts [64 * histSub]int64
+	n      int64
+	sum    int64
+}
+
+const histShift = 5
+const histSub = 1 << histShift
+
+func histBucket(v int64) int {
+	if v < histSub {
+		return int(max(v, 0))
+	}
+	e := bits.Len64(uint64(v)) - 1 // v in [2^e, 2^(e+1))
+	m := int(v>>(e-histShift)) - histSub
+	return (e-histShift+1)*histSub + m
+}
+
+// histLow returns the smallest value of bucket i.
+func histLow(i int) int64 {
+	if i < histSub {
+		return int64(i)
+	}
+	e := i/histSub + histShift - 1
+	m := i % histSub
+	return int64(histSub+m) << (e - histShift)
+}
+
+func (h *hist) add(d time.Duration) {
+	h.counts[histBucket(int64(d))]++
+	h.n++
+	h.sum += int64(d)
+}
+
+func (h *hist) merge(o *hist) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+	h.sum += o.sum
+}
+
+func (h *hist) mean() time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	return time.Duration(h.sum / h.n)
+}
+
+// quantile returns the lower bound of the bucket holding quantile q.
+func (h *hist) quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := int64(q*float64(h.n-1)) + 1
+	var seen int64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			return time.Duration(histLow(i))
+		}
+	}
+	return 0
+}

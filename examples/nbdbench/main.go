@@ -1,0 +1,71 @@
+// Command nbdbench runs fio-style jobs through the nhd NBD client against
+// any NBD URI and prints IOPS, bandwidth and latency percentiles.
+//
+//	nbdbench -uri 'nbd+unix:///?socket=/tmp/nbd.sock' -rw randread -bs 4k -iodepth 32 -runtime 5s
+//
+// Each of -iodepth goroutines keeps one request in flight, so iodepth is
+// the number of concurrent requests, as in fio. -connections > 1 uses
+// multi-conn when the server advertises it. Latency is measured per
+// request from the call to its return, into a log-linear histogram (about
+// 3% resolution); nothing is allocated per request.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+)
+
+func main() {
+	var j job
+	flag.StringVar(&j.URI, "uri", "", "NBD URI of the export (nbd://, nbds://, nbd+unix://, nbds+unix://)")
+	flag.StringVar(&j.RW, "rw", "randread", "read, write, randread, randwrite or randrw")
+	flag.IntVar(&j.MixRead, "rwmixread", 50, "percentage of reads for randrw")
+	bs := flag.String("bs", "4k", "block size (suffixes k, m)")
+	flag.IntVar(&j.IODepth, "iodepth", 1, "requests in flight")
+	flag.DurationVar(&j.Runtime, "runtime", 5*time.Second, "how long to run")
+	flag.IntVar(&j.Connections, "connections", 1, "connections (multi-conn)")
+	size := flag.String("size", "0", "bytes of the export to use (0: all)")
+	flag.Parse()
+	var err error
+	if j.BS, err = parseSize(*bs); err != nil {
+		fatal(err)
+	}
+	if j.Size, err = parseSize(*size); err != nil {
+		fatal(err)
+	}
+	if j.URI == "" {
+		fatal(fmt.Errorf("-uri is required"))
+	}
+	res, err := j.run(context.Background())
+	if err != nil {
+		fatal(err)
+	}
+	res.print(os.Stdout)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "nbdbench:", err)
+	os.Exit(1)
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult, s = 1<<10, s[:n-1]
+		case 'm', 'M':
+			mult, s = 1<<20, s[:n-1]
+		case 'g', 'G':
+			mult, s = 1<<30, s[:n-1]
+		}
+	}
+	var v int64
+	if _, err := fmt.Sscan(s, &v); err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return v * mult, nil
+}
