@@ -56,12 +56,22 @@ type Sizer interface {
 // Device: handing &d.track to an engine allocates nothing.
 type tracker struct {
 	b      Backend
+	lo, hi int64 // the byte range of the current transfer
 	failed bool
 	off    int64 // first failing byte
 	err    error // its error
 }
 
-func (t *tracker) reset() { t.failed, t.off, t.err = false, 0, nil }
+// reset starts a transfer of [lo, hi): calls outside it fail with
+// ErrOutsideTransfer and never reach the backend.
+func (t *tracker) reset(lo, hi int64) {
+	t.lo, t.hi = lo, hi
+	t.failed, t.off, t.err = false, 0, nil
+}
+
+func (t *tracker) inside(p []byte, off int64) bool {
+	return off >= t.lo && off <= t.hi && int64(len(p)) <= t.hi-off
+}
 
 func (t *tracker) fail(off int64, err error) {
 	if !t.failed {
@@ -69,9 +79,13 @@ func (t *tracker) fail(off int64, err error) {
 	}
 }
 
-// ReadAt reads from the backend. A full read that also reports io.EOF (the
+// ReadAt reads from the backend inside the current transfer. A full read that also reports io.EOF (the
 // end of the backend) is a success.
 func (t *tracker) ReadAt(p []byte, off int64) (int, error) {
+	if !t.inside(p, off) {
+		t.fail(max(off, t.lo), ErrOutsideTransfer)
+		return 0, ErrOutsideTransfer
+	}
 	n, err := t.b.ReadAt(p, off)
 	if err == io.EOF && n == len(p) {
 		err = nil
@@ -85,8 +99,12 @@ func (t *tracker) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// WriteAt writes to the backend.
+// WriteAt writes to the backend inside the current transfer.
 func (t *tracker) WriteAt(p []byte, off int64) (int, error) {
+	if !t.inside(p, off) {
+		t.fail(max(off, t.lo), ErrOutsideTransfer)
+		return 0, ErrOutsideTransfer
+	}
 	n, err := t.b.WriteAt(p, off)
 	if err == nil && n < len(p) {
 		err = io.ErrShortWrite

@@ -553,8 +553,9 @@ func (d *Device) nextIn() {
 	d.left -= d.blk
 	d.end = int(d.blk) * d.sector
 	d.pos = 0
-	d.track.reset()
-	if _, err := d.track.ReadAt(d.buf[:d.end], int64(d.lba)*int64(d.sector)); err != nil {
+	off := int64(d.lba) * int64(d.sector)
+	d.track.reset(off, off+int64(d.end))
+	if _, err := d.track.ReadAt(d.buf[:d.end], off); err != nil {
 		d.readFailed(err)
 		return
 	}
@@ -595,8 +596,9 @@ func (d *Device) blockDone() {
 		d.nextIn()
 		return
 	}
-	d.track.reset()
-	if _, err := d.track.WriteAt(d.buf[:d.end], int64(d.lba)*int64(d.sector)); err != nil {
+	off := int64(d.lba) * int64(d.sector)
+	d.track.reset(off, off+int64(d.end))
+	if _, err := d.track.WriteAt(d.buf[:d.end], off); err != nil {
 		d.writeFailed(err)
 		return
 	}
@@ -625,7 +627,7 @@ func (d *Device) finishWrite() {
 func (d *Device) transferDMA() {
 	c := &d.cmd
 	off, n := int64(c.LBA)*int64(d.sector), int64(c.Count)*int64(d.sector)
-	d.track.reset()
+	d.track.reset(off, off+n)
 	d.step(EvDMA)
 	d.status |= StatusDRDY | StatusDSC
 	var err error
@@ -638,7 +640,7 @@ func (d *Device) transferDMA() {
 	d.status = StatusBSY | StatusDRDY
 	if err != nil {
 		switch {
-		case !d.track.failed:
+		case !d.track.failed || d.track.err == ErrOutsideTransfer:
 			// The engine failed on its own (host memory): not a media
 			// error.
 			d.lastErr = err
@@ -759,7 +761,7 @@ func (d *Device) trim() {
 	}
 	n := int64(c.Count) * 512
 	d.dsm.b = d.buf[:n]
-	d.track.reset()
+	d.track.reset(0, 0)
 	d.step(EvDMA)
 	d.status |= StatusDRDY | StatusDSC
 	err := d.dma.HostToDevice(&d.dsm, 0, n)

@@ -394,3 +394,33 @@ func TestHardReset(t *testing.T) {
 		t.Errorf("dropped write reached the backend: %v", r.disk.writes)
 	}
 }
+
+// rogueDMA writes one sector past the transfer it was given.
+type rogueDMA struct{}
+
+func (rogueDMA) DeviceToHost(src io.ReaderAt, off, n int64) error {
+	_, err := src.ReadAt(make([]byte, 512), off+n)
+	return err
+}
+
+func (rogueDMA) HostToDevice(dst io.WriterAt, off, n int64) error {
+	_, err := dst.WriteAt(make([]byte, 512), off+n)
+	return err
+}
+
+func TestDMAOutsideTransfer(t *testing.T) {
+	disk := newMemDisk(64, 512)
+	d, err := ata.NewDevice(ata.Config{Info: testInfo(64), Backend: disk, DMA: rogueDMA{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []ata.Opcode{ata.CmdWriteDMA, ata.CmdReadDMA} {
+		issue(d, ata.Command{Op: op, Addressing: ata.AddrLBA28, LBA: 4, Count: 2})
+		if d.Status() != ata.StatusDRDY|ata.StatusERR || d.Error() != ata.ErrorABRT || !errors.Is(d.BackendErr(), ata.ErrOutsideTransfer) {
+			t.Errorf("%v: status %v error %v backend %v", op, d.Status(), d.Error(), d.BackendErr())
+		}
+	}
+	if len(disk.writes) != 0 {
+		t.Errorf("rogue engine reached the backend: %v", disk.writes)
+	}
+}

@@ -13,10 +13,13 @@ import (
 // scatter-gather list) is the engine's business, programmed by the host
 // side before the command. The src and dst the device passes wrap its
 // backend; the engine may call them several times, for any split of the
-// range, and must not keep them after returning. An error ends the
-// command: a read error in UNC, a write error in DF|ERR, both with the LBA
-// of the first byte the backend failed on (the device records it), else
-// the start of the transfer.
+// range, and must not keep them after returning; calls outside [off,
+// off+n) fail with ErrOutsideTransfer without reaching the backend. An
+// error ends the command: a backend read error in UNC and a backend write
+// error in DF|ERR, both with the LBA of the first byte the backend failed
+// on (the device records it, the engine only returns the error); an error
+// of the engine's own (no backend call failed, or an access outside the
+// transfer) in ABRT.
 type DMA interface {
 	// DeviceToHost moves n bytes, read from src starting at offset off, into host memory (an ATA read command).
 	DeviceToHost(src io.ReaderAt, off, n int64) error

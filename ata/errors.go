@@ -34,6 +34,10 @@ var (
 	// ErrBufferSize is returned by the host driver when the buffer does not
 	// match the command's data phase.
 	ErrBufferSize = errors.New("ata: buffer length does not match the data phase")
+	// ErrOutsideTransfer is what the device's backend view returns to a
+	// DMA engine that reads or writes outside the sectors of the current
+	// command; the call does not reach the backend.
+	ErrOutsideTransfer = errors.New("ata: DMA access outside the command's sectors")
 	// ErrNoBusMaster is returned by the host driver for a DMA command when
 	// it has no BusMaster.
 	ErrNoBusMaster = errors.New("ata: DMA command without a bus master")

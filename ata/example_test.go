@@ -123,3 +123,37 @@ func ExampleTransition() {
 	// busy -- complete -> idle <nil>
 	// idle -- complete -> idle ata: no transition for complete in state idle
 }
+
+// Register level: the host writes the task file and the command, reads
+// the status, and moves a 512-byte block through the 16-bit data register.
+func ExampleDevice() {
+	disk := newMemDisk(64, 512)
+	copy(disk.data[3*512:], "sector three")
+	dev, _ := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 64}, Backend: disk})
+
+	dev.WriteReg(ata.RegDevice, uint8(ata.DeviceLBA))
+	dev.WriteReg(ata.RegCount, 1)
+	dev.WriteReg(ata.RegLBALow, 3)
+	dev.WriteReg(ata.RegLBAMid, 0)
+	dev.WriteReg(ata.RegLBAHigh, 0)
+	dev.WriteReg(ata.RegCommand, uint8(ata.CmdReadSectors))
+	fmt.Println("INTRQ", dev.INTRQ(), "state", dev.State())
+	fmt.Println("status", ata.Status(dev.ReadReg(ata.RegStatus)), "INTRQ", dev.INTRQ())
+	var block [512]byte
+	for i := 0; i < 512; i += 2 {
+		w := dev.ReadData16()
+		block[i], block[i+1] = byte(w), byte(w>>8)
+	}
+	fmt.Printf("%q\n", block[:12])
+	fmt.Println("status", ata.Status(dev.ReadReg(ata.RegAltStatus)), "state", dev.State())
+
+	// The same device refuses an unsupported command.
+	dev.WriteReg(ata.RegCommand, uint8(ata.CmdSMART))
+	fmt.Println("status", ata.Status(dev.ReadReg(ata.RegStatus)), "error", ata.ErrorBits(dev.ReadReg(ata.RegError)))
+	// Output:
+	// INTRQ true state PIO in
+	// status DRDY|DSC|DRQ INTRQ false
+	// "sector three"
+	// status DRDY|DSC state idle
+	// status DRDY|ERR error ABRT
+}
