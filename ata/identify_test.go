@@ -247,7 +247,7 @@ func TestIdentifyHdparm(t *testing.T) {
 	cmd = exec.Command(hdparm, "--Istdin")
 	cmd.Stdin = strings.NewReader(string(id.AppendHex(nil)))
 	out, _ = cmd.CombinedOutput()
-	if strings.Contains(string(out), "Checksum: correct") {
-		t.Errorf("hdparm accepted a corrupted checksum:\n%s", out)
+	if strings.Contains(string(out), "Checksum: correct") || !strings.Contains(string(out), "Checksum: incorrect") {
+		t.Errorf("hdparm did not reject a corrupted checksum:\n%s", out)
 	}
 }
