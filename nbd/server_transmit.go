@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"sync"
 )
@@ -30,6 +31,7 @@ type serverSlot struct {
 	errno Errno  // set by the reader when the request already failed
 	msg   string // ... and why
 	buf   []byte
+	out   []byte // the reply, until written
 	ext   []Extent
 	runs  []serverRun
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
@@ -52,37 +54,51 @@ func (s *serverSlot) grow(n int) []byte {
 	return s.buf[:n]
 }
 
-// transmit serves requests until the client disconnects or the session
-// fails. One goroutine reads requests (this one), MaxInFlight workers
-// serve them; replies are serialized by wmu, one Write each.
+// serverTransmitState is the per-connection state of transmission: the
+// free slots and the reply writer. Replies are written by whichever worker
+// finds the writer idle ("flat combining"): it writes every reply queued
+// meanwhile with one writev, then returns their slots to the free list. So
+// each reply goes out in one piece, concurrent replies share a system
+// call, and no goroutine waits just to write.
 type serverTransmitState struct {
-	wmu  sync.Mutex
-	werr error
+	free chan *serverSlot
+
+	wmu     sync.Mutex
+	writing bool
+	werr    error
+	queue   []*serverSlot
+	spare   []*serverSlot
+	bufs    [][]byte
 }
 
+// transmit serves requests until the client disconnects or the session
+// fails. This goroutine reads requests; MaxInFlight workers serve them.
 func (c *serverConn) transmit() error {
 	n := c.srv.maxInFlight()
 	slots := make([]serverSlot, n)
-	free := make(chan *serverSlot, n)
+	ts := &serverTransmitState{
+		free:  make(chan *serverSlot, n),
+		queue: make([]*serverSlot, 0, n),
+		spare: make([]*serverSlot, 0, n),
+		bufs:  make([][]byte, 0, n),
+	}
 	work := make(chan *serverSlot, n)
 	for i := range slots {
 		slots[i].ext = make([]Extent, 0, 64)
 		slots[i].runs = make([]serverRun, 0, serverMaxReadRuns)
-		free <- &slots[i]
+		ts.free <- &slots[i]
 	}
-	var ts serverTransmitState
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for range n {
 		go func() {
 			defer wg.Done()
 			for s := range work {
-				c.handle(&ts, s)
-				free <- s
+				c.handle(ts, s) // its reply returns s to ts.free
 			}
 		}()
 	}
-	err := c.readRequests(free, work)
+	err := c.readRequests(ts, work)
 	close(work)
 	wg.Wait()
 	if err == nil {
@@ -96,7 +112,8 @@ func (c *serverConn) transmit() error {
 // readRequests reads request headers and write payloads into free slots
 // and hands them to the workers. It returns nil on NBD_CMD_DISC, on a
 // client that hangs up between requests, and when Shutdown stops it.
-func (c *serverConn) readRequests(free, work chan *serverSlot) error {
+func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot) error {
+	free := ts.free
 	br := bufio.NewReaderSize(c.netc, 64<<10)
 	maxPayload := c.export.maxPayload
 	for {
@@ -136,14 +153,41 @@ func (c *serverConn) readRequests(free, work chan *serverSlot) error {
 				s.errno, s.msg = EINVAL, "write longer than the maximum payload"
 			} else {
 				b := s.grow(serverHeadroom + int(l))
-				if _, err := io.ReadFull(br, b[serverHeadroom:]); err != nil {
+				if err := c.readPayload(br, b[serverHeadroom:]); err != nil {
 					free <- s
 					return c.readError(err, true)
 				}
 			}
 		}
+		if br.Buffered() == 0 {
+			// Nothing else has arrived: serve this one here rather than
+			// wake a worker, and read again when done (a client waiting
+			// for this reply sends nothing meanwhile).
+			c.handle(ts, s)
+			continue
+		}
 		work <- s
 	}
+}
+
+// readPayload fills p: first from what br has buffered, then straight
+// from the connection, so a large payload is copied once, not twice.
+func (c *serverConn) readPayload(br *bufio.Reader, p []byte) error {
+	if len(p) < br.Size()/2 {
+		_, err := io.ReadFull(br, p)
+		return err
+	}
+	n := br.Buffered()
+	if n > len(p) {
+		n = len(p)
+	}
+	if n > 0 {
+		b, _ := br.Peek(n)
+		copy(p, b)
+		br.Discard(n)
+	}
+	_, err := io.ReadFull(c.netc, p[n:])
+	return err
 }
 
 // readError classifies a failed read: a client gone between requests or a
@@ -161,24 +205,63 @@ func (c *serverConn) readError(err error, midRequest bool) error {
 	return err
 }
 
-// send writes one whole reply. After the first failure the connection is
+// send queues the reply b of slot s; the slot is returned to the free
+// list once b is written. After the first write failure the connection is
 // closed (which stops the reader) and later replies are dropped.
-func (c *serverConn) send(ts *serverTransmitState, b []byte) {
+func (c *serverConn) send(ts *serverTransmitState, s *serverSlot, b []byte) {
+	s.out = b
 	ts.wmu.Lock()
-	if ts.werr == nil {
-		if _, err := c.netc.Write(b); err != nil {
+	ts.queue = append(ts.queue, s)
+	if ts.writing {
+		ts.wmu.Unlock()
+		return
+	}
+	ts.writing = true
+	for len(ts.queue) > 0 {
+		batch := ts.queue
+		ts.queue, ts.spare = ts.spare[:0], batch
+		failed := ts.werr != nil
+		ts.wmu.Unlock()
+		var err error
+		if !failed {
+			err = c.writeReplies(ts, batch)
+		}
+		for _, q := range batch {
+			q.out = nil
+			ts.free <- q
+		}
+		ts.wmu.Lock()
+		if err != nil && ts.werr == nil {
 			ts.werr = err
 			c.netc.Close()
 		}
 	}
+	ts.writing = false
 	ts.wmu.Unlock()
+}
+
+// writeReplies writes whole replies: one Write for one, one writev for
+// several (net.Buffers on a socket; a Write each elsewhere, as on TLS).
+func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) error {
+	if len(batch) == 1 {
+		_, err := c.netc.Write(batch[0].out)
+		return err
+	}
+	bufs := ts.bufs[:0]
+	for _, q := range batch {
+		bufs = append(bufs, q.out)
+	}
+	ts.bufs = bufs
+	nb := net.Buffers(bufs)
+	_, err := nb.WriteTo(c.netc)
+	return err
 }
 
 func (c *serverConn) sendOK(ts *serverTransmitState, s *serverSlot) {
 	b := (*[SimpleReplySize]byte)(s.small[:SimpleReplySize])
 	r := SimpleReply{Cookie: s.req.Cookie}
 	r.Put(b)
-	c.send(ts, b[:])
+	c.send(ts, s, b[:])
 }
 
 // sendError answers with e: a structured ERROR chunk with a message once
@@ -189,7 +272,7 @@ func (c *serverConn) sendError(ts *serverTransmitState, s *serverSlot, e Errno, 
 		b := (*[SimpleReplySize]byte)(s.small[:SimpleReplySize])
 		r := SimpleReply{Error: e, Cookie: s.req.Cookie}
 		r.Put(b)
-		c.send(ts, b[:])
+		c.send(ts, s, b[:])
 		return
 	}
 	if msg == "" {
@@ -205,7 +288,7 @@ func (c *serverConn) sendError(ts *serverTransmitState, s *serverSlot, e Errno, 
 	binary.BigEndian.PutUint32(b[ChunkHeaderSize:], uint32(e))
 	binary.BigEndian.PutUint16(b[ChunkHeaderSize+4:], uint16(len(msg)))
 	copy(b[ChunkHeaderSize+6:], msg)
-	c.send(ts, b)
+	c.send(ts, s, b)
 }
 
 func (c *serverConn) finish(ts *serverTransmitState, s *serverSlot, err error) {
@@ -394,7 +477,7 @@ func (c *serverConn) readSimple(ts *serverTransmitState, s *serverSlot) {
 	h := b[serverHeadroom-SimpleReplySize : serverHeadroom]
 	r := SimpleReply{Cookie: s.req.Cookie}
 	r.Put((*[SimpleReplySize]byte)(h))
-	c.send(ts, b[serverHeadroom-SimpleReplySize:])
+	c.send(ts, s, b[serverHeadroom-SimpleReplySize:])
 }
 
 // readStructured answers a READ with OFFSET_DATA chunks for data and
@@ -407,7 +490,7 @@ func (c *serverConn) readStructured(ts *serverTransmitState, s *serverSlot) {
 		b := s.small[:ChunkHeaderSize]
 		h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkNone, Cookie: r.Cookie}
 		h.Put((*[ChunkHeaderSize]byte)(b))
-		c.send(ts, b)
+		c.send(ts, s, b)
 		return
 	}
 	runs := c.readRuns(s)
@@ -435,7 +518,7 @@ func (c *serverConn) readStructured(ts *serverTransmitState, s *serverSlot) {
 		}
 		pos += int(run.n)
 	}
-	c.send(ts, b[:pos])
+	c.send(ts, s, b[:pos])
 }
 
 // readRuns splits a read into data and hole runs from the backend's
@@ -539,7 +622,7 @@ func (c *serverConn) blockStatus(ts *serverTransmitState, s *serverSlot) {
 	h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkBlockStatus, Cookie: r.Cookie, Length: uint32(n - ChunkHeaderSize)}
 	h.Put((*[ChunkHeaderSize]byte)(b))
 	b = AppendBlockStatus(b, serverMetaContextID, out)
-	c.send(ts, b)
+	c.send(ts, s, b)
 }
 
 func serverUitoa(v uint64) string {
