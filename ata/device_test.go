@@ -442,8 +442,11 @@ func (s *spyDisk) look() {
 	s.states = append(s.states, s.dev.State())
 }
 
-func (s *spyDisk) ReadAt(p []byte, off int64) (int, error)  { s.look(); return s.memDisk.ReadAt(p, off) }
-func (s *spyDisk) WriteAt(p []byte, off int64) (int, error) { s.look(); return s.memDisk.WriteAt(p, off) }
+func (s *spyDisk) ReadAt(p []byte, off int64) (int, error) { s.look(); return s.memDisk.ReadAt(p, off) }
+func (s *spyDisk) WriteAt(p []byte, off int64) (int, error) {
+	s.look()
+	return s.memDisk.WriteAt(p, off)
+}
 
 // BSY while the device works on the backend, DRQ while the DMA engine
 // moves data.
