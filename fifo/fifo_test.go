@@ -174,6 +174,7 @@ func TestBlockingWakeups(t *testing.T) {
 			}
 			done <- b
 		}()
+		waitFor(t, func() bool { return f.Stats().EmptyStalls == 1 })
 		time.Sleep(20 * time.Millisecond) // let it park
 		b, _ := f.Reserve(ctx)
 		copy(b, "abcd")
@@ -197,6 +198,7 @@ func TestBlockingWakeups(t *testing.T) {
 			_, err := f.Reserve(ctx)
 			done <- err
 		}()
+		waitFor(t, func() bool { return f.Stats().FullStalls == 1 })
 		time.Sleep(20 * time.Millisecond)
 		if _, err := f.Peek(ctx); err != nil {
 			t.Fatal(err)
@@ -217,6 +219,7 @@ func TestBlockingWakeups(t *testing.T) {
 		errs := make(chan error, 2)
 		go func() { _, err := full.Reserve(ctx); errs <- err }()
 		go func() { _, err := empty.Peek(ctx); errs <- err }()
+		waitFor(t, func() bool { return full.Stats().FullStalls == 1 && empty.Stats().EmptyStalls == 1 })
 		time.Sleep(20 * time.Millisecond)
 		full.Close()
 		empty.Close()
@@ -248,6 +251,18 @@ func TestBlockingWakeups(t *testing.T) {
 			t.Fatalf("TryPeek after a cancelled Peek: %v", err)
 		}
 	})
+}
+
+// waitFor polls cond until it holds (a goroutine has started waiting).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func mustNew(t *testing.T, c Config) *FIFO {
