@@ -135,11 +135,22 @@ func entry[T any](p *Pipeline, nd int, c consumer[T]) (any, error) {
 	if !n.link.Overlapped() {
 		return c, nil
 	}
+	s := n.seg
+	if prev := p.nodes[nd-1]; prev.link.kind == LinkParallel {
+		// After a Parallel stage: one ring per worker, read in turn.
+		if n.link.kind != LinkRing || n.link.capacity < 1 {
+			return nil, fmt.Errorf("stage %d %q: %w: the link after a parallel stage must be a Ring, not %v", nd, n.name, ErrLink, n.link)
+		}
+		m := newMerge[T](prev.link.workers, n.link.capacity)
+		p.segs[s].head = &linkHead[T]{up: p.segs[s-1], nd: n, lk: m, next: c}
+		p.segs[s].link = m
+		p.segs[s-1].out = m
+		return m, nil
+	}
 	lk, err := newLink[T](n.link)
 	if err != nil {
 		return nil, fmt.Errorf("stage %d %q: %w", nd, n.name, err)
 	}
-	s := n.seg
 	p.segs[s].head = &linkHead[T]{up: p.segs[s-1], nd: n, lk: lk, next: c}
 	p.segs[s].link = lk
 	p.segs[s-1].out = lk

@@ -15,7 +15,11 @@
 //     the slowest, after the first unit has filled the pipeline: pipelined
 //     with fill, model.Overlap).
 //
-// A pipeline is built with From, Then and To and run with Run:
+// Parallel runs one stage on several goroutines at once, units dealt to the
+// workers in turn and put back in order after it: commands in flight to a
+// server that answers them concurrently.
+//
+// A pipeline is built with From, Then (or Parallel) and To and run with Run:
 //
 //	l := pipeline.From("host", commands)                 // Source[*Cmd]
 //	f := pipeline.Then(l, pipeline.Inline(), "ata", front) // Stage[*Cmd, *Cmd]

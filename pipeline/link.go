@@ -28,11 +28,14 @@ const (
 	// (package fifo); units are []byte of exactly one block, copied into the
 	// FIFO by the upstream goroutine and handed on in place.
 	LinkFIFO
+	// LinkParallel runs the stage on several goroutines at once, each behind
+	// a ring of its own (see Parallel).
+	LinkParallel
 )
 
-var linkKindNames = [...]string{"inline", "ring", "chan", "queue", "fifo"}
+var linkKindNames = [...]string{"inline", "ring", "chan", "queue", "fifo", "parallel"}
 
-// String returns "inline", "ring", "chan", "queue" or "fifo".
+// String returns "inline", "ring", "chan", "queue", "fifo" or "parallel".
 func (k LinkKind) String() string {
 	if int(k) < len(linkKindNames) {
 		return linkKindNames[k]
@@ -51,6 +54,7 @@ func (k LinkKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil
 type Link struct {
 	kind     LinkKind
 	capacity int
+	workers  int // Parallel's goroutines
 	queue    any // a Queue[T] or a *fifo.FIFO
 }
 
@@ -101,10 +105,18 @@ func (l Link) Cap() int { return l.capacity }
 // Overlapped reports whether the link puts the stage on its own goroutine.
 func (l Link) Overlapped() bool { return l.kind != LinkInline }
 
-// String returns the kind and the capacity, "inline" or "ring(64)".
+// Workers returns how many goroutines run the stage: Parallel's workers,
+// otherwise 1.
+func (l Link) Workers() int { return max(l.workers, 1) }
+
+// String returns the kind and the capacity, "inline", "ring(64)", or
+// "parallel(4x8)" for 4 workers behind rings of 8.
 func (l Link) String() string {
-	if l.kind == LinkInline {
+	switch l.kind {
+	case LinkInline:
 		return "inline"
+	case LinkParallel:
+		return fmt.Sprintf("parallel(%dx%d)", l.workers, l.capacity)
 	}
 	return fmt.Sprintf("%v(%d)", l.kind, l.capacity)
 }

@@ -28,51 +28,75 @@ func genLink(t *rapid.T, label string) Link {
 	return Inline()
 }
 
-// affine is a stage x -> a·x + b that fails on the unit of index failAt.
+// unit is the property test's unit: its position in the stream and a value.
+type unit struct{ idx, val int }
+
+// affine is a stage val -> a·val + b that fails on the unit of index failAt.
 type affine struct {
 	a, b   int
-	calls  int
 	failAt int // -1: never
 }
 
-func (s *affine) Process(ctx context.Context, x int) (int, error) {
-	s.calls++
-	if s.calls-1 == s.failAt {
-		return 0, errBoom
+func (s *affine) Process(ctx context.Context, u unit) (unit, error) {
+	if u.idx == s.failAt {
+		return unit{}, errBoom
 	}
-	return s.a*x + s.b, nil
+	return unit{u.idx, s.a*u.val + s.b}, nil
 }
 
-// failingSource counts 0..n-1 and fails instead of producing unit failAt.
-type failingSource struct {
-	counter
+// unitSource produces units 0..n-1 and fails instead of producing unit
+// failAt.
+type unitSource struct{ i, n, failAt int }
+
+func (s *unitSource) Next(ctx context.Context) (unit, error) {
+	if s.i == s.n {
+		return unit{}, io.EOF
+	}
+	if s.i == s.failAt {
+		return unit{}, errBoom
+	}
+	s.i++
+	return unit{s.i - 1, s.i - 1}, nil
+}
+
+// unitSink collects values and fails instead of consuming unit failAt.
+type unitSink struct {
+	got    []int
 	failAt int
 }
 
-func (s *failingSource) Next(ctx context.Context) (int, error) {
-	if s.i == s.failAt && s.i < s.n {
-		return 0, errBoom
-	}
-	return s.counter.Next(ctx)
-}
-
-// failingSink collects and fails instead of consuming unit failAt.
-type failingSink struct {
-	collect[int]
-	failAt int
-}
-
-func (s *failingSink) Consume(ctx context.Context, v int) error {
-	if len(s.got) == s.failAt {
+func (s *unitSink) Consume(ctx context.Context, u unit) error {
+	if u.idx == s.failAt {
 		return errBoom
 	}
-	return s.collect.Consume(ctx, v)
+	if u.idx != len(s.got) {
+		return fmt.Errorf("unit %d arrived at position %d", u.idx, len(s.got))
+	}
+	s.got = append(s.got, u.val)
+	return nil
 }
 
-// TestPropertyOutputs: any mix of inline and overlapped links produces the
-// outputs of composing the stage functions directly, in order; a failure at
-// stage f on unit k leaves every stage's count, state and the sink's output
-// exactly as the contract says.
+// genUnitLink draws any link for units; after a Parallel stage only a Ring.
+func genUnitLink(t *rapid.T, label string, afterParallel bool) Link {
+	c := rapid.IntRange(1, 9).Draw(t, label+" capacity")
+	if afterParallel {
+		return Ring(c)
+	}
+	switch rapid.IntRange(0, 3).Draw(t, label) {
+	case 1:
+		return Ring(c)
+	case 2:
+		return Chan(c)
+	case 3:
+		return Through[unit](newChanQueue[unit](c))
+	}
+	return Inline()
+}
+
+// TestPropertyOutputs: any mix of inline, overlapped and parallel links
+// produces the outputs of composing the stage functions directly, in order;
+// a failure at stage f on unit k leaves every stage's count, state and the
+// sink's output exactly as the contract says.
 func TestPropertyOutputs(t *testing.T) {
 	checkNoLeaks(t)
 	rapid.Check(t, func(t *rapid.T) {
@@ -85,29 +109,35 @@ func TestPropertyOutputs(t *testing.T) {
 			failAt = rapid.IntRange(0, n).Draw(t, "failing unit") // n: never reached
 		}
 		abort := rapid.Bool().Draw(t, "abort on error")
-
-		src := &failingSource{counter: counter{n: n}, failAt: -1}
-		if fail == 0 {
-			src.failAt = failAt
+		at := func(i int) int {
+			if i == fail {
+				return failAt
+			}
+			return -1
 		}
-		l := From("src", Source[int](src))
-		stages := make([]*affine, m)
-		for i := range stages {
-			stages[i] = &affine{
+
+		l := From("src", Source[unit](&unitSource{n: n, failAt: at(0)}))
+		fns := make([]*affine, m)
+		parallel := make([]bool, nodes)
+		for i := range fns {
+			f := &affine{
 				a:      rapid.IntRange(-3, 3).Draw(t, "a"),
 				b:      rapid.IntRange(-100, 100).Draw(t, "b"),
-				failAt: -1,
+				failAt: at(i + 1),
 			}
-			if fail == i+1 {
-				stages[i].failAt = failAt
+			fns[i] = f
+			name := fmt.Sprintf("f%d", i+1)
+			if !parallel[i] && rapid.IntRange(0, 4).Draw(t, "parallel") == 0 {
+				parallel[i+1] = true
+				workers := rapid.IntRange(1, 4).Draw(t, "workers")
+				c := rapid.IntRange(1, 5).Draw(t, "capacity")
+				l = Parallel(l, c, name, workers, func(int) Stage[unit, unit] { return &affine{f.a, f.b, f.failAt} })
+				continue
 			}
-			l = Then(l, genLink(t, "link"), fmt.Sprintf("f%d", i+1), Stage[int, int](stages[i]))
+			l = Then(l, genUnitLink(t, "link", parallel[i]), name, Stage[unit, unit](f))
 		}
-		sink := &failingSink{failAt: -1}
-		if fail == nodes-1 {
-			sink.failAt = failAt
-		}
-		p, err := l.To(genLink(t, "sink link"), "sink", sink)
+		sink := &unitSink{failAt: at(nodes - 1)}
+		p, err := l.To(genUnitLink(t, "sink link", parallel[nodes-2]), "sink", sink)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,8 +148,8 @@ func TestPropertyOutputs(t *testing.T) {
 
 		var want []int
 		for x := range n {
-			for _, s := range stages {
-				x = s.a*x + s.b
+			for _, f := range fns {
+				x = f.a*x + f.b
 			}
 			want = append(want, x)
 		}
@@ -172,7 +202,10 @@ func TestPropertyOutputs(t *testing.T) {
 		for i, s := range r.Stages {
 			switch {
 			case i == fail:
-				if s.State != StateFailed || s.Units != uint64(failAt) || s.Err != errBoom.Error() {
+				// Workers of a parallel stage may complete units past the
+				// failed one; they are dropped.
+				if s.State != StateFailed || s.Err != errBoom.Error() ||
+					s.Units < uint64(failAt) || (!parallel[i] && s.Units != uint64(failAt)) {
 					t.Fatalf("failed stage %d: %+v", i, s)
 				}
 			case i > fail:

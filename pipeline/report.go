@@ -54,6 +54,7 @@ type StageReport struct {
 	Index   int           `json:"index"`
 	Link    string        `json:"link"`    // how it takes its input: "inline", "ring(64)"; "" for the source
 	Segment int           `json:"segment"` // the goroutine it runs on, from 0
+	Workers int           `json:"workers"` // goroutines running it: Parallel's workers, else 1
 	State   State         `json:"state"`
 	Err     string        `json:"error"` // its own error when it failed
 	Units   uint64        `json:"units"` // units it completed
@@ -61,8 +62,8 @@ type StageReport struct {
 	Busy    time.Duration `json:"busy_ns"`
 	WaitIn  time.Duration `json:"wait_in_ns"`  // blocked on an empty link before it
 	WaitOut time.Duration `json:"wait_out_ns"` // blocked on a full link after it
-	PerUnit time.Duration `json:"per_unit_ns"` // Busy/Units
-	Rate    model.Rate    `json:"rate"`        // UnitBytes/PerUnit: its rate on its own
+	PerUnit time.Duration `json:"per_unit_ns"` // Busy/Units (Busy adds up the workers' time)
+	Rate    model.Rate    `json:"rate"`        // UnitBytes·Workers/PerUnit: its rate on its own
 	Share   float64       `json:"share"`       // its part of the series time per unit
 	Latency Latency       `json:"latency"`     // per unit in the stage
 }
@@ -85,7 +86,7 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 	sink := p.nodes[len(p.nodes)-1]
 	r.Units = sink.units
 	for i, n := range p.nodes {
-		s := StageReport{Name: n.name, Index: i, Segment: n.seg, State: n.state, Units: n.units}
+		s := StageReport{Name: n.name, Index: i, Segment: n.seg, Workers: n.link.Workers(), State: n.state, Units: n.units}
 		if i > 0 {
 			s.Link = n.link.String()
 		}
@@ -144,6 +145,7 @@ func (p *Pipeline) predict(r *Report) {
 			if s.Units == 0 {
 				d = s.Busy // a stage that failed on its first unit
 			}
+			d /= time.Duration(s.Workers) // workers share the units
 			terms = append(terms, model.PerUnit(s.Name, k, d))
 			all = append(all, model.NewNode(s.Name, model.PerUnit(s.Name, k, d)))
 		}

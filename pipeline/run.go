@@ -76,22 +76,40 @@ type consumer[T any] interface {
 // fail records err, returned by node n on its current unit, as a failure,
 // unless n's context was done: then n was stopped and err is not its own.
 func (p *Pipeline) fail(ctx context.Context, n *node, err error) error {
+	return p.failUnit(ctx, n, n.units, err, n.seg)
+}
+
+// failUnit records err on unit of node n and cancels segment cancelSeg and
+// every one upstream (all of them with AbortOnError). Of several failures
+// of one node (workers of a Parallel stage) the one of the earliest unit is
+// kept.
+func (p *Pipeline) failUnit(ctx context.Context, n *node, unit uint64, err error, cancelSeg int) error {
 	if ctx.Err() != nil {
 		return errStop
 	}
-	se := &StageError{Stage: n.name, Index: n.index, Unit: n.units, Err: err}
-	n.err = se
+	se := &StageError{Stage: n.name, Index: n.index, Unit: unit, Err: err}
 	p.mu.Lock()
-	if p.first == nil {
+	if n.err == nil || unit < n.err.Unit {
+		n.err = se
+	}
+	if p.first == nil || (p.first.Index == n.index && unit < p.first.Unit) {
 		p.first = se
 	}
 	p.mu.Unlock()
-	if p.AbortOnError {
+	switch {
+	case p.AbortOnError:
 		p.cancel(se)
-	} else {
-		p.segs[n.seg].cancel() // this segment and every one upstream
+	case cancelSeg >= 0:
+		p.segs[cancelSeg].cancel() // this segment and every one upstream
 	}
 	return se
+}
+
+// failed reports whether stage i has failed in this run.
+func (p *Pipeline) failed(i int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nodes[i].err != nil
 }
 
 // sourceHead runs a segment that starts with the source.
@@ -145,6 +163,15 @@ type linkHead[T any] struct {
 }
 
 func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
+	// When the stage before the link failed, nothing there may wait for
+	// this segment once it ends: workers of a Parallel stage past the failed
+	// unit may still wait for room. (After a plain link the upstream
+	// segment has ended already.)
+	defer func() {
+		if h.nd.pl.failed(h.nd.index - 1) {
+			h.up.cancel()
+		}
+	}()
 	st := h.nd.stats
 	var t int64
 	if st != nil {
@@ -357,7 +384,7 @@ func (s *segment) run() {
 	unhook := context.AfterFunc(s.ctx, func() { s.halt.Store(true) })
 	err := s.head.run(s.ctx, &s.halt)
 	unhook()
-	if s.out == nil {
+	if s.last == len(s.p.nodes)-1 {
 		s.p.progress.Store(s.p.nodes[s.last].units)
 	}
 	if s.out != nil {
