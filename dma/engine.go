@@ -125,13 +125,18 @@ type Transfer struct {
 	Offset      int64 // device offset in bytes
 	Bytes       int64 // bytes moved (those of a failed transfer included)
 	Sectors     int64
-	Interrupts  int   // interrupts to the CPU (handshakes)
-	Completions int   // completion interrupts to the host
-	Chunks      int   // producer steps
-	Copies      int   // copy calls the engine made on payload
-	CopiedBytes int64 // payload bytes the engine copied
-	Start, End  time.Duration
-	Err         error
+	Interrupts  int // interrupts to the CPU (handshakes)
+	Completions int // completion interrupts to the host
+	Chunks      int // producer steps
+	Copies      int // copy calls the engine made on payload
+	// CopiedBytes counts the payload bytes the engine copied; a failed
+	// write can count sectors copied into the FIFO that never reached the
+	// device.
+	CopiedBytes int64
+	// Start and End are on the engine's clock. With Config.Timing, End is
+	// the modelled end of the transfer.
+	Start, End time.Duration
+	Err        error
 }
 
 // Elapsed returns End - Start.

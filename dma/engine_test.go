@@ -31,7 +31,8 @@ func (d *memDev) ReadAt(p []byte, off int64) (int, error) {
 	d.calls++
 	end := off + int64(len(p))
 	if d.failAt >= 0 && d.failAt < end {
-		n := copy(p, d.b[off:max(off, d.failAt)])
+		size := int64(len(d.b))
+		n := copy(p, d.b[min(off, size):min(max(off, d.failAt), size)])
 		return n, d.err
 	}
 	if off >= int64(len(d.b)) {
