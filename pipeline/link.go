@@ -403,7 +403,14 @@ func (c *chanLink[T]) reset() {
 	c.cut.Store(false)
 }
 
+// put and get try the channel alone first: a select of one case and a
+// default is much cheaper than one that also watches ctx.
 func (c *chanLink[T]) put(ctx context.Context, v T, origin int64) error {
+	select {
+	case c.ch <- item[T]{v, origin}:
+		return nil
+	default:
+	}
 	select {
 	case c.ch <- item[T]{v, origin}:
 		return nil
@@ -413,16 +420,23 @@ func (c *chanLink[T]) put(ctx context.Context, v T, origin int64) error {
 }
 
 func (c *chanLink[T]) get(ctx context.Context) (T, int64, error) {
+	var (
+		it item[T]
+		ok bool
+	)
 	select {
-	case it, ok := <-c.ch:
-		if !ok {
-			return it.v, 0, c.end()
+	case it, ok = <-c.ch:
+	default:
+		select {
+		case it, ok = <-c.ch:
+		case <-ctx.Done():
+			return it.v, 0, context.Cause(ctx)
 		}
-		return it.v, it.origin, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, 0, context.Cause(ctx)
 	}
+	if !ok {
+		return it.v, 0, c.end()
+	}
+	return it.v, it.origin, nil
 }
 
 func (c *chanLink[T]) release() {}
