@@ -375,8 +375,8 @@ func (d *Device) HardReset() {
 
 // signature loads the ATA signature and the diagnostic result.
 func (d *Device) signature() {
-	d.count = [2]uint8{1, 1}
-	d.lbal = [2]uint8{1, 1}
+	d.count = [2]uint8{1, 0} // HOB halves cleared, as QEMU's ide_reset
+	d.lbal = [2]uint8{1, 0}
 	d.lbam = [2]uint8{}
 	d.lbah = [2]uint8{}
 	d.feat = [2]uint8{}
@@ -944,4 +944,12 @@ func (d *Device) WriteData(p []byte) int {
 		d.blockDone()
 	}
 	return n
+}
+
+// PutD2HFIS writes the device's output registers as a Register
+// Device-to-Host FIS, with the I bit set when an interrupt is pending: what
+// an AHCI front end sends the host when a command ends.
+func (d *Device) PutD2HFIS(b *[FISSize]byte) {
+	tf := d.taskFile()
+	PutD2HFIS(b, d.status, d.errReg, &tf, d.intrq)
 }

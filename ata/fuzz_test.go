@@ -112,33 +112,34 @@ func FuzzRegisters(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Power-on registers hold the signature: count 1, LBA low 1.
+		// Power-on registers hold the signature: count 1, LBA low 1, HOB
+		// bytes 0.
 		sig := [8]uint8{0, 0, 1, 1, 0, 0, 0}
-		sh := shadow{cur: sig, prev: sig, geom: ata.DefaultGeometry(fuzzSectors)}
+		sh := shadow{cur: sig, geom: ata.DefaultGeometry(fuzzSectors)}
 		srst := false
-		idle := func() bool {
-			return !srst && ata.Status(d.ReadReg(ata.RegAltStatus))&(ata.StatusBSY|ata.StatusDRQ) == 0 && sh.cur[6]&0x10 == 0
-		}
 		idleNoSel := func() bool {
 			return !srst && ata.Status(d.ReadReg(ata.RegAltStatus))&(ata.StatusBSY|ata.StatusDRQ) == 0
 		}
 		command := func(op uint8) {
-			if !idle() {
-				if !srst && sh.cur[6]&0x10 != 0 && op == 0x90 && idleNoSel() {
-					disk.lo, disk.hi, disk.trim = 0, 0, false
-				}
-				d.WriteReg(ata.RegCommand, op)
+			// Accepted: not busy, no DRQ, no SRST, and device 0 selected
+			// (EXECUTE DEVICE DIAGNOSTIC runs for either). An ignored
+			// command leaves the previous command's range in force.
+			dev0 := sh.cur[6]&0x10 == 0
+			accepted := idleNoSel() && (dev0 || op == 0x90)
+			if accepted {
+				disk.lo, disk.hi = sh.allowed(ata.Opcode(op))
+				disk.trim = op == 0x06
+			}
+			d.WriteReg(ata.RegCommand, op)
+			if !accepted {
 				return
 			}
-			disk.lo, disk.hi = sh.allowed(ata.Opcode(op))
-			disk.trim = op == 0x06
-			d.WriteReg(ata.RegCommand, op)
 			st := ata.Status(d.ReadReg(ata.RegAltStatus))
 			if op == 0x91 && st&ata.StatusERR == 0 && sh.cur[2] != 0 {
 				sh.geom = ata.TranslatedGeometry(fuzzSectors, sh.cur[6]&15+1, sh.cur[2])
 			}
 			if op == 0x90 {
-				sh.cur, sh.prev = sig, sig
+				sh.cur, sh.prev = sig, [8]uint8{}
 			}
 		}
 		buf := make([]byte, 512)
@@ -160,7 +161,7 @@ func FuzzRegisters(f *testing.F) {
 					was := srst
 					srst = v&uint8(ata.ControlSRST) != 0
 					if was && !srst {
-						sh.cur, sh.prev = sig, sig
+						sh.cur, sh.prev = sig, [8]uint8{}
 					}
 					d.WriteReg(r, v)
 				case r == ata.RegData:

@@ -127,3 +127,30 @@ func (tf *TaskFile) setLBA48(lba uint64) {
 func (tf *TaskFile) setLBA24(lba uint64) {
 	tf.LBALow, tf.LBAMid, tf.LBAHigh = uint8(lba), uint8(lba>>8), uint8(lba>>16)
 }
+
+// FISTypeRegD2H is byte 0 of a Register Device-to-Host FIS.
+const FISTypeRegD2H = 0x34
+
+// PutD2HFIS writes a Register Device-to-Host FIS (Serial ATA 3.x
+// §10.5.6), the way an AHCI or SATA front end reports a command's end:
+//
+//	byte   0      1        2       3
+//	 0   34h    I|PM port  status  error
+//	 4   LBA 7:0  LBA 15:8  LBA 23:16  device
+//	 8   LBA 31:24 LBA 39:32 LBA 47:40 reserved
+//	12   count 7:0 count 15:8 reserved reserved
+//	16   reserved
+//
+// tf supplies the LBA, device and count bytes (current and HOB); irq sets
+// the I bit.
+func PutD2HFIS(b *[FISSize]byte, st Status, e ErrorBits, tf *TaskFile, irq bool) {
+	*b = [FISSize]byte{}
+	b[0] = FISTypeRegD2H
+	if irq {
+		b[1] = 0x40
+	}
+	b[2], b[3] = uint8(st), uint8(e)
+	b[4], b[5], b[6], b[7] = tf.LBALow, tf.LBAMid, tf.LBAHigh, uint8(tf.Device)
+	b[8], b[9], b[10] = tf.HOBLBALow, tf.HOBLBAMid, tf.HOBLBAHigh
+	b[12], b[13] = tf.Count, tf.HOBCount
+}
