@@ -291,6 +291,7 @@ func (e *Engine) Mode() Mode { return e.mode }
 // scatter-gather list over regions, which the engine reads or writes in
 // place (it keeps them until the next SetRegions or LoadPRD).
 func (e *Engine) SetRegions(regions ...[]byte) {
+	e.prd = e.prd[:0]
 	e.sg.Reset(regions...)
 }
 
@@ -298,7 +299,7 @@ func (e *Engine) SetRegions(regions ...[]byte) {
 // buf; it is SetRegions(buf), and makes the engine a bus master in the
 // shape package ata's host driver expects (ata.BusMaster). It never fails.
 func (e *Engine) Prepare(buf []byte) error {
-	e.sg.Reset(buf)
+	e.SetRegions(buf)
 	return nil
 }
 
@@ -330,8 +331,8 @@ func (e *Engine) LoadPRD(mem Memory, ptr uint32) error {
 	return e.sg.resetPRD(mem, e.prd)
 }
 
-// Table returns the PRD table the last LoadPRD decoded (nil after
-// SetRegions). The slice is the engine's, valid until the next LoadPRD.
+// Table returns the PRD table the last LoadPRD decoded (empty after
+// SetRegions or a failed LoadPRD). The slice is the engine's, valid until the next LoadPRD.
 func (e *Engine) Table() []PRD { return e.prd }
 
 // Memory returns the host memory programmed for the next transfer. The
@@ -390,6 +391,9 @@ func (e *Engine) HostToDevice(dst io.WriterAt, off, n int64) error {
 }
 
 func (e *Engine) transfer(dir Direction, src io.ReaderAt, dst io.WriterAt, off, n int64) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
 	if !e.mu.TryLock() {
 		return ErrBusy
 	}

@@ -537,3 +537,18 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("read into the prepared buffer: %v", err)
 	}
 }
+
+func TestTableFollowsProgramming(t *testing.T) {
+	mem := Memory{Base: 0, Bytes: make([]byte, 1<<17)}
+	b, _ := AppendTable(nil, []PRD{{Addr: 0x10000, Len: 1024, EOT: true}})
+	copy(mem.Bytes, b)
+	e := mustEngine(t, Config{})
+	defer e.Close()
+	if err := e.LoadPRD(mem, 0); err != nil || len(e.Table()) != 1 || e.Memory().Len() != 1024 {
+		t.Fatalf("LoadPRD: %v, table %v", err, e.Table())
+	}
+	e.SetRegions(make([]byte, 512))
+	if len(e.Table()) != 0 || e.Memory().Len() != 512 {
+		t.Fatalf("after SetRegions: table %v, memory %d bytes", e.Table(), e.Memory().Len())
+	}
+}
