@@ -552,3 +552,34 @@ func TestTableFollowsProgramming(t *testing.T) {
 		t.Fatalf("after SetRegions: table %v, memory %d bytes", e.Table(), e.Memory().Len())
 	}
 }
+
+// TestWorkerParks: between transfers far apart the worker parks, and the
+// next transfer wakes it.
+func TestWorkerParks(t *testing.T) {
+	e := mustEngine(t, Config{})
+	defer e.Close()
+	host := make([]byte, 4096)
+	e.SetRegions(host)
+	for i := range 3 {
+		data := pattern(4096, byte(i))
+		if err := e.DeviceToHost(newDev(data), 0, 4096); err != nil || !bytes.Equal(host, data) {
+			t.Fatalf("transfer %d: %v", i, err)
+		}
+		time.Sleep(5 * time.Millisecond) // far beyond the worker's spin
+	}
+}
+
+func TestEvent(t *testing.T) {
+	ev := newEvent()
+	got := make(chan uint64)
+	go func() { got <- ev.await(0, time.Microsecond) }()
+	time.Sleep(5 * time.Millisecond) // the waiter parks
+	ev.post()
+	if n := <-got; n != 1 {
+		t.Fatalf("await returned %d, want 1", n)
+	}
+	ev.post()
+	if n := ev.await(1, time.Microsecond); n != 2 {
+		t.Fatalf("await after a post returned %d, want 2", n)
+	}
+}
