@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 )
 
 func BenchmarkPoolGetRelease(b *testing.B) {
@@ -218,5 +219,75 @@ func BenchmarkSendFile(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkSendAlternating compares the writev message with the flattened
+// frame on one connection under the same load: each iteration sends a block
+// of 32 flat frames and a block of 32 writev messages (2 MiB each way),
+// timing each block, in the order flat-writev on even iterations and
+// writev-flat on odd ones, so that the block that has to wait for the other
+// block's bytes still in the socket buffers is each mode equally often.
+// "writev/flat" is the writev rate over the flat rate, summed over all
+// blocks. On a noisy shared machine this pairing cancels the load drift that
+// separate sub-benchmarks see.
+func BenchmarkSendAlternating(b *testing.B) {
+	const block = 32
+	for _, network := range networks {
+		b.Run(network, func(b *testing.B) {
+			dst, peer := connPair(b, network)
+			done := drain(peer)
+			defer func() { dst.Close(); <-done }()
+			pool := NewPool(benchPayload)
+			hdrs, _ := NewPoolConfig(Config{Size: 1, Headroom: 64})
+			payload := pool.Get()
+			fill(payload.Writable(), 0xA5)
+			payload.Freeze()
+			defer payload.Release()
+			header := make([]byte, benchHeader)
+			frame := append(append([]byte{}, header...), payload.Bytes()...)
+			var acct Accounting
+			m := NewMessage(pool)
+			m.SetHeaderPool(hdrs)
+			m.SetAccounting(&acct)
+			sendFlat := func() time.Duration {
+				t0 := time.Now()
+				for range block {
+					if _, err := dst.Write(frame); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(t0)
+			}
+			sendVec := func() time.Duration {
+				t0 := time.Now()
+				for range block {
+					acct.AddPayload(benchPayload)
+					m.Append(payload.Ref(), 0, benchPayload)
+					h, _ := m.Push(benchHeader)
+					copy(h, header)
+					if _, err := m.WriteTo(dst); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(t0)
+			}
+			var flat, vec time.Duration
+			odd := false
+			b.SetBytes(2 * block * (benchPayload + benchHeader))
+			b.ReportAllocs()
+			for b.Loop() {
+				if odd {
+					vec += sendVec()
+					flat += sendFlat()
+				} else {
+					flat += sendFlat()
+					vec += sendVec()
+				}
+				odd = !odd
+			}
+			b.ReportMetric(float64(flat)/float64(vec), "writev/flat")
+			b.ReportMetric(acct.Snapshot().CopiesPerByte(), "copies/B")
+		})
 	}
 }
