@@ -583,3 +583,36 @@ func TestEvent(t *testing.T) {
 		t.Fatalf("await after a post returned %d, want 2", n)
 	}
 }
+
+func TestNamesAndClocks(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{Streaming.String(), "streaming"}, {StoreAndForward.String(), "store-and-forward"}, {Mode(9).String(), "Mode(9)"},
+		{ToHost.String(), "to-host"}, {ToDevice.String(), "to-device"}, {Direction(0).String(), "Direction(0)"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+	var w WallClock // the zero value counts from its first Now
+	a := w.Now()
+	w.AdvanceTo(time.Hour) // ignored
+	if b := w.Now(); b < a || b > time.Minute {
+		t.Fatalf("wall clock went from %v to %v", a, b)
+	}
+	var v VirtualClock
+	v.AdvanceTo(5 * time.Second)
+	v.AdvanceTo(time.Second) // never back
+	v.Advance(time.Millisecond)
+	if v.Now() != 5*time.Second+time.Millisecond {
+		t.Fatalf("virtual clock at %v", v.Now())
+	}
+	e := mustEngine(t, Config{Mode: StoreAndForward})
+	defer e.Close()
+	if e.Mode() != StoreAndForward || (Transfer{}).CopiesPerByte() != 0 {
+		t.Fatal("Mode or CopiesPerByte")
+	}
+	l := NewSGList([]byte("ab"), []byte("cd"))
+	if string(l.Region(1)) != "cd" {
+		t.Fatal("Region")
+	}
+}
