@@ -105,8 +105,9 @@ type Config struct {
 	// writes each byte to it exactly once, in order, in chunks straight
 	// from the FIFO, without copying. A hash.Hash plugs in directly;
 	// TapFunc adapts a function. Tap must not retain or modify the slice.
-	// An error from Tap aborts the transfer. In Streaming mode Tap runs on
-	// the engine's worker goroutine.
+	// An error from Tap aborts the transfer. On a transfer that fails, the
+	// tap may have seen a chunk the destination then refused. In Streaming
+	// mode Tap runs on the engine's worker goroutine.
 	Tap io.Writer
 	// Clock is the engine's time source; nil means a new WallClock.
 	Clock Clock
