@@ -226,8 +226,8 @@ func (d *Device) selected() bool { return d.dev&DeviceDEV == 0 }
 
 // ReadReg reads a register as the host does. Reading RegStatus clears a
 // pending interrupt, RegAltStatus does not. With HOB set in the device
-// control register, the count, LBA and features registers return their
-// previous byte. Reading RegData moves one 16-bit word and returns its low
+// control register, the count and LBA registers return their previous
+// byte (the error register is not affected). Reading RegData moves one 16-bit word and returns its low
 // byte; use ReadData16. While device 1 (absent) is selected, the status
 // registers read 0.
 func (d *Device) ReadReg(r Reg) uint8 {

@@ -523,3 +523,41 @@ func TestParallelDevices(t *testing.T) {
 		}
 	}
 }
+
+// The host driver as an io.ReaderAt/io.WriterAt, in every mode, with a
+// transfer long enough (300 sectors) to need the 48-bit opcodes.
+func TestHostReaderWriterAt(t *testing.T) {
+	for _, mode := range []ata.RWMode{ata.RWPIO, ata.RWPIOMultiple, ata.RWDMA} {
+		r := newRig(t, testInfo(1024))
+		if _, err := r.host.Identify(); err != nil {
+			t.Fatal(err)
+		}
+		r.host.Mode = mode
+		r.host.FUA = mode != ata.RWPIO
+		var _ io.ReaderAt = r.host
+		var _ io.WriterAt = r.host
+		data := make([]byte, 300*512)
+		for i := range data {
+			data[i] = byte(i*7 + int(mode))
+		}
+		if n, err := r.host.WriteAt(data, 700*512); err != nil || n != len(data) {
+			t.Fatalf("mode %d WriteAt: %d, %v", mode, n, err)
+		}
+		if !bytes.Equal(r.disk.data[700*512:1000*512], data) {
+			t.Fatalf("mode %d: backend differs", mode)
+		}
+		back := make([]byte, len(data))
+		if n, err := r.host.ReadAt(back, 700*512); err != nil || n != len(back) || !bytes.Equal(back, data) {
+			t.Fatalf("mode %d ReadAt: %d, %v", mode, n, err)
+		}
+		if _, err := r.host.ReadAt(back[:512], 1024*512); !errors.Is(err, ata.ErrIDNotFound) {
+			t.Errorf("read past the end: %v", err)
+		}
+		if _, err := r.host.ReadAt(back[:100], 0); !errors.Is(err, ata.ErrUnaligned) {
+			t.Errorf("unaligned read: %v", err)
+		}
+		if err := r.host.Flush(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package ata
 
+import "errors"
+
 // Port is one ATA device's registers as a host reaches them. *Device
 // implements it; so can a wrapper around real hardware or a remote device.
 type Port interface {
@@ -42,6 +44,11 @@ type Host struct {
 	// Sectors is the device's capacity, for INITIALIZE DEVICE PARAMETERS;
 	// NewHost and Identify set it.
 	Sectors uint64
+	// Mode is the command family ReadAt and WriteAt use (RWPIO by
+	// default); FUA makes WriteAt use the FUA opcodes (RWDMA or
+	// RWPIOMultiple only).
+	Mode RWMode
+	FUA  bool
 	// Multiple is the DRQ block of READ/WRITE MULTIPLE in sectors, as
 	// libata keeps it; Identify reads it from word 59 and a successful SET
 	// MULTIPLE MODE through Exec updates it.
@@ -456,4 +463,54 @@ func ReadWrite(write bool, lba uint64, n uint32, mode RWMode, fua bool) (Command
 		c.Addressing = AddrLBA28
 	}
 	return c, nil
+}
+
+// ErrUnaligned is returned by Host.ReadAt and WriteAt for an offset or
+// length that is not a multiple of the sector size.
+var ErrUnaligned = errors.New("ata: offset or length not a multiple of the sector size")
+
+// maxPerCommand is the most sectors ReadAt and WriteAt put in one command:
+// libata's cap of 65535 for 48-bit counts, rounded down to 64 KiB-aligned
+// 128-sector units.
+const maxPerCommand = 65535 &^ 127
+
+// ReadAt reads len(p) bytes at off through ATA read commands of h.Mode
+// (libata's choice of 28- or 48-bit opcode), so a device can be used as an
+// io.ReaderAt from the host side. off and len(p) must be multiples of the
+// sector size. It returns the bytes read before the first failing command.
+func (h *Host) ReadAt(p []byte, off int64) (int, error) {
+	return h.rw(false, p, off)
+}
+
+// WriteAt writes p at off through ATA write commands of h.Mode (FUA when
+// h.FUA is set), like ReadAt.
+func (h *Host) WriteAt(p []byte, off int64) (int, error) {
+	return h.rw(true, p, off)
+}
+
+// Flush runs FLUSH CACHE EXT.
+func (h *Host) Flush() error {
+	c := Command{Op: CmdFlushCacheExt, Device: DeviceLBA}
+	return h.Exec(&c, nil)
+}
+
+func (h *Host) rw(write bool, p []byte, off int64) (int, error) {
+	ss := int64(h.sectorSize())
+	if off < 0 || off%ss != 0 || int64(len(p))%ss != 0 {
+		return 0, ErrUnaligned
+	}
+	done := 0
+	for done < len(p) {
+		n := min(int64(len(p)-done)/ss, maxPerCommand)
+		c, err := ReadWrite(write, uint64(off/ss), uint32(n), h.Mode, write && h.FUA)
+		if err != nil {
+			return done, err
+		}
+		if err := h.Exec(&c, p[done:done+int(n*ss)]); err != nil {
+			return done, err
+		}
+		done += int(n * ss)
+		off += n * ss
+	}
+	return done, nil
 }
