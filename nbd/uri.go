@@ -192,6 +192,9 @@ func ParseURI(s string) (*URI, error) {
 		return bad("socket= is only for nbd+unix and nbds+unix")
 	}
 	host, port := u.Hostname(), u.Port()
+	if strings.Contains(host, ":") && !strings.HasPrefix(u.Host, "[") {
+		return bad("IPv6 address %q must be in brackets (RFC 2732): nbd://[%s]/", u.Host, u.Host)
+	}
 	if host == "" {
 		host = "localhost"
 	}
