@@ -148,6 +148,24 @@ func (l *lane) verifyOp(ctx context.Context, o op) error {
 	return nil
 }
 
+// step runs one command of the lane's current workload outside any
+// pipeline, for measurements that interleave lanes command by command, and
+// returns the time it spent in the bridge.
+func (l *lane) step(ctx context.Context) (time.Duration, error) {
+	o, err := l.nextOp(ctx)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	sum, err := l.d.exec(o.write, int64(o.block)*int64(l.disk.bs), l.buf)
+	dt := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	o.sum = sum
+	return dt, l.verifyOp(ctx, o)
+}
+
 // phaseResult is what one phase of a workload did.
 type phaseResult struct {
 	Name      string           `json:"name"`

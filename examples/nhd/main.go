@@ -26,6 +26,8 @@ import (
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/nhdkit/nhd/nbd"
 )
 
 func main() {
@@ -68,7 +70,6 @@ type config struct {
 	Span     int64         `json:"span"`
 	Chunk    int           `json:"chunk"`
 	Table    bool          `json:"table"`
-	Rounds   int           `json:"rounds"`
 	Seed     uint64        `json:"seed"`
 	JSON     bool          `json:"-"`
 
@@ -89,7 +90,6 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&spanFlag, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read)")
 	fs.StringVar(&chunkFlag, "chunk", "16k", "bytes per NBD request in the pipelined bridge")
 	fs.BoolVar(&c.Table, "table", true, "measure every datapath variant and print the Table 4 comparison")
-	fs.IntVar(&c.Rounds, "rounds", 3, "rounds of the Table 4 measurements (medians are reported)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the data patterns and the random addresses")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
@@ -137,8 +137,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, usagef("-chunk %q: want a multiple of 512 up to 32m", chunkFlag)
 	}
 	c.Chunk = int(chunk)
-	if c.Rounds < 1 || c.Rounds > 100 {
-		return nil, usagef("-rounds must be 1..100, got %d", c.Rounds)
+	if c.URI != "" {
+		if _, err := nbd.ParseURI(c.URI); err != nil {
+			return nil, usagef("-uri: %v", err)
+		}
 	}
 	if c.URI != "" && set["size"] {
 		return nil, usagef("-size is for the in-process server; -uri names another")

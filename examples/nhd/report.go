@@ -70,7 +70,7 @@ func met(ok bool) string {
 }
 
 func (t *table) writeText(w io.Writer) {
-	fmt.Fprintf(w, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d rounds\n", sizeText(int64(t.BlockSize)), t.Rounds)
+	fmt.Fprintf(w, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d commands each\n", sizeText(int64(t.BlockSize)), t.Commands)
 	fmt.Fprintln(w, "(front end: ATA + DMA over a memory disk, less the memory disk; back end: the bare NBD client making the bridge's requests)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tdatapath\tfront end\tback end\tmodel\t\tmeasured\terror\tspeed-up\t")

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nhdkit/nhd/nbd"
-	"golang.org/x/sys/unix"
 )
 
 // report is everything a run found.
@@ -130,6 +129,11 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 		}
 		rep.Phases = append(rep.Phases, res)
 	}
+	for _, l := range lanes {
+		if err := l.d.flush(); err != nil {
+			return nil, err
+		}
+	}
 
 	if c.Table {
 		bn, err := newBench(ctx, client, remote, bs, c.Chunk, c.Seed, sectors)
@@ -137,11 +141,11 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 			return nil, err
 		}
 		defer bn.Close()
-		slice := budget{ops: max(1, (c.Bytes/10+int64(bs)-1)/int64(bs))}
-		if c.Bytes == 0 {
-			slice = budget{deadline: time.Now().Add(c.Duration / 10)}
+		per, minOps := 4*c.Duration, 0
+		if c.Bytes > 0 {
+			per, minOps = 0, int(max(1, c.Bytes/int64(bs)/4))
 		}
-		if rep.Table, err = bn.measure(ctx, c.Rounds, slice, prog); err != nil {
+		if rep.Table, err = bn.measure(ctx, per, minOps, prog); err != nil {
 			return nil, err
 		}
 	}
@@ -169,9 +173,7 @@ type progress struct {
 func newProgress(w io.Writer) *progress {
 	p := &progress{w: w}
 	if f, ok := w.(*os.File); ok {
-		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
-			p.on = true
-		}
+		p.on = isTerminal(int(f.Fd()))
 	}
 	return p
 }

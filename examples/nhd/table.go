@@ -32,7 +32,7 @@ type row struct {
 type table struct {
 	BlockSize int   `json:"block_size"`
 	Chunk     int   `json:"chunk"`
-	Rounds    int   `json:"rounds"`
+	Commands  int   `json:"commands"` // commands per node and variant, per direction
 	Rows      []row `json:"rows"`
 	// Bare is the bare NBD client's rate per direction, one request per
 	// command; Before and After the first and last rows' measured rates.
@@ -41,28 +41,20 @@ type table struct {
 	Mem map[string]model.Rate `json:"memory_disk_Bps"`
 }
 
-// sample is bytes moved in a time.
-type sample struct {
-	bytes int64
-	t     time.Duration
-}
+// durs is a series of per-command times.
+type durs []time.Duration
 
-func (s sample) rate() model.Rate { return model.RateOf(s.bytes, s.t) }
-
-// median of the rates of samples.
-func median(ss []sample) model.Rate {
-	r := make([]float64, len(ss))
-	for i, s := range ss {
-		r[i] = float64(s.rate())
-	}
-	slices.Sort(r)
-	if len(r) == 0 {
+// median returns the middle time (the mean of the two middle ones).
+func (d durs) median() time.Duration {
+	if len(d) == 0 {
 		return 0
 	}
-	if len(r)%2 == 1 {
-		return model.Rate(r[len(r)/2])
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
 	}
-	return model.Rate((r[len(r)/2-1] + r[len(r)/2]) / 2)
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // bench is the state of the Table 4 measurements: for every variant a
@@ -114,160 +106,126 @@ func (b *bench) Close() {
 	}
 }
 
-// laneSample runs l sequentially in one direction until bud is spent and
-// returns the bytes and the time spent inside the bridge.
-func laneSample(ctx context.Context, l *lane, write bool, bud budget) (sample, int64, error) {
-	w := Workload{Name: "table", BlockSize: l.disk.bs, ReadPct: 100}
+// blockOps is how many commands in a row each node and variant runs before
+// the next one takes its turn.
+const blockOps = 8
+
+// bareOp moves block blk with the backend's own ReadAt or WriteAt, in
+// requests of chunk bytes, and returns the time the requests took. A
+// write rewrites the block with the content it already has, so the
+// workload's record of the disk stays true.
+func (b *bench) bareOp(be ata.Backend, dk *disk, blk uint64, write bool, chunk int) (time.Duration, error) {
+	off := int64(blk) * int64(b.bs)
 	if write {
-		w.ReadPct = 0
+		dk.pat.fill(b.buf, blk, dk.gens[blk])
 	}
-	res, err := runPhase(ctx, []*lane{l}, w, bud)
-	return sample{res.Bytes, res.Exec}, res.Verified, err
-}
-
-// bareSample moves blocks sequentially with the backend's own ReadAt and
-// WriteAt, in requests of chunk bytes, until bud is spent, timing only the
-// requests. Writes rewrite each block with the content it already has, so
-// the workload's record of the disk stays true.
-func (b *bench) bareSample(ctx context.Context, name string, be ata.Backend, dk *disk, write bool, chunk int, bud budget) (sample, error) {
-	var s sample
-	key := fmt.Sprintf("%s/%v", name, write)
-	n := int64(0)
-	for {
-		if bud.ops > 0 {
-			if n >= bud.ops {
-				break
-			}
-		} else if n&7 == 0 && time.Now().After(bud.deadline) {
-			break
-		}
-		if err := ctx.Err(); err != nil {
-			return s, err
-		}
-		n++
-		blk := b.cursor[key]
-		b.cursor[key] = (blk + 1) % uint64(len(dk.gens))
-		off := int64(blk) * int64(b.bs)
+	t0 := time.Now()
+	for p := 0; p < b.bs; p += chunk {
+		q := min(p+chunk, b.bs)
+		var err error
 		if write {
-			dk.pat.fill(b.buf, blk, dk.gens[blk])
-		}
-		t0 := time.Now()
-		for p := 0; p < b.bs; p += chunk {
-			q := min(p+chunk, b.bs)
-			var err error
-			if write {
-				_, err = be.WriteAt(b.buf[p:q], off+int64(p))
-			} else {
-				var m int
-				m, err = be.ReadAt(b.buf[p:q], off+int64(p))
-				if err == io.EOF && m == q-p {
-					err = nil
-				}
-			}
-			if err != nil {
-				return s, fmt.Errorf("%s at byte %d: %w", name, off+int64(p), err)
+			_, err = be.WriteAt(b.buf[p:q], off+int64(p))
+		} else {
+			var m int
+			m, err = be.ReadAt(b.buf[p:q], off+int64(p))
+			if err == io.EOF && m == q-p {
+				err = nil
 			}
 		}
-		s.t += time.Since(t0)
-		s.bytes += int64(b.bs)
+		if err != nil {
+			return 0, fmt.Errorf("at byte %d: %w", off+int64(p), err)
+		}
 	}
-	return s, nil
+	return time.Since(t0), nil
 }
 
-// measure runs the rounds and builds the table. Each round measures every
-// node and every variant once for slice, in the same order, so drift on a
-// noisy machine spreads over all of them; the table takes medians.
-func (b *bench) measure(ctx context.Context, rounds int, slice budget, prog *progress) (*table, error) {
-	t := &table{BlockSize: b.bs, Chunk: b.chunk, Rounds: rounds, Bare: map[string]model.Rate{}, Mem: map[string]model.Rate{}}
+// measure builds the table. The nodes and the bridges are measured
+// interleaved command by command (every variant's front end and bridge,
+// the memory disk and the bare NBD client, in turn), so that whatever else
+// the machine does falls on all of them alike, and each is summarised by
+// its median time per command: on a shared machine the mean mostly
+// measures the neighbours.
+func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog *progress) (*table, error) {
+	t := &table{BlockSize: b.bs, Chunk: min(b.chunk, b.bs), Bare: map[string]model.Rate{}, Mem: map[string]model.Rate{}}
 	nv := len(variants)
-	type series struct {
-		front, e2e      [][]sample // per variant
-		back, backChunk []sample
-		mem, memChunk   []sample
-		verified        []int64
-	}
-	dirs := []string{"read", "write"}
-	all := map[string]*series{}
-	for _, dir := range dirs {
-		all[dir] = &series{front: make([][]sample, nv), e2e: make([][]sample, nv), verified: make([]int64, nv)}
-	}
-	next := func() budget {
-		if slice.ops > 0 {
-			return slice
-		}
-		return budget{deadline: time.Now().Add(time.Until(slice.deadline))}
-	}
-	sliceDur := time.Until(slice.deadline)
-	for r := 0; r < rounds; r++ {
-		for _, dir := range dirs {
-			write := dir == "write"
-			s := all[dir]
-			for i := range variants {
-				prog.set("Table 4: round %d/%d, %s, %s", r+1, rounds, dir, variants[i].Name)
-				bud := slice
-				if slice.ops == 0 {
-					bud = budget{deadline: time.Now().Add(sliceDur)}
-				}
-				fs, _, err := laneSample(ctx, b.front[i], write, bud)
-				if err != nil {
-					return nil, fmt.Errorf("front end, %s: %w", variants[i].Name, err)
-				}
-				s.front[i] = append(s.front[i], fs)
-				if slice.ops == 0 {
-					bud = budget{deadline: time.Now().Add(sliceDur)}
-				}
-				es, nver, err := laneSample(ctx, b.e2e[i], write, bud)
-				if err != nil {
-					return nil, fmt.Errorf("bridge, %s: %w", variants[i].Name, err)
-				}
-				s.e2e[i] = append(s.e2e[i], es)
-				s.verified[i] += nver
-			}
-			for _, chunked := range []bool{false, true} {
-				chunk := b.bs
-				if chunked {
-					chunk = min(b.chunk, b.bs)
-				}
-				bud := next()
-				if slice.ops == 0 {
-					bud = budget{deadline: time.Now().Add(sliceDur)}
-				}
-				bs, err := b.bareSample(ctx, "nbd", b.client, b.remote, write, chunk, bud)
-				if err != nil {
-					return nil, fmt.Errorf("bare NBD client: %w", err)
-				}
-				if slice.ops == 0 {
-					bud = budget{deadline: time.Now().Add(sliceDur)}
-				}
-				ms, err := b.bareSample(ctx, "memory disk", b.mem, b.local, write, chunk, bud)
-				if err != nil {
-					return nil, err
-				}
-				if chunked {
-					s.backChunk, s.memChunk = append(s.backChunk, bs), append(s.memChunk, ms)
-				} else {
-					s.back, s.mem = append(s.back, bs), append(s.mem, ms)
-				}
-			}
-		}
-	}
 	k := int64(b.bs)
-	for _, dir := range dirs {
-		s := all[dir]
-		t.Bare[dir] = median(s.back)
-		t.Mem[dir] = median(s.mem)
+	chunk := min(b.chunk, b.bs)
+	for _, dir := range []string{"read", "write"} {
+		write := dir == "write"
+		prog.set("Table 4: %s", dir)
+		front, e2e := make([]durs, nv), make([]durs, nv)
+		var back, backChunk, mem, memChunk durs
+		w := Workload{Name: "table-" + dir, BlockSize: b.bs, ReadPct: 100}
+		if write {
+			w.ReadPct = 0
+		}
+		for i := range nv {
+			for _, l := range []*lane{b.front[i], b.e2e[i]} {
+				l.w, l.b, l.issued = w, budget{ops: 1 << 62}, 0
+			}
+		}
+		deadline := time.Now().Add(per)
+		var blk uint64
+		nblk := uint64(len(b.remote.gens))
+		// gap lets the DMA engines' workers, which spin for a while after
+		// a transfer before they park, go quiet before the next block.
+		gap := func() { time.Sleep(200 * time.Microsecond) }
+		for n := 0; n < minOps || time.Now().Before(deadline); n += blockOps {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			for i := range nv {
+				for _, side := range []struct {
+					l   *lane
+					out *durs
+					err string
+				}{{b.front[i], &front[i], "front end"}, {b.e2e[i], &e2e[i], "bridge"}} {
+					gap()
+					for range blockOps {
+						d, err := side.l.step(ctx)
+						if err != nil {
+							return nil, fmt.Errorf("%s, %s: %w", side.err, variants[i].Name, err)
+						}
+						*side.out = append(*side.out, d)
+					}
+				}
+			}
+			for _, c := range []int{b.bs, chunk} {
+				for _, side := range []struct {
+					be  ata.Backend
+					dk  *disk
+					out *durs
+				}{{b.client, b.remote, &back}, {b.mem, b.local, &mem}} {
+					if c != b.bs {
+						side.out = map[*durs]*durs{&back: &backChunk, &mem: &memChunk}[side.out]
+					}
+					gap()
+					for j := range blockOps {
+						d, err := b.bareOp(side.be, side.dk, (blk+uint64(j))%nblk, write, c)
+						if err != nil {
+							return nil, err
+						}
+						*side.out = append(*side.out, d)
+					}
+				}
+			}
+			blk = (blk + blockOps) % nblk
+		}
+		rate := func(d time.Duration) model.Rate { return model.RateOf(k, d) }
+		t.Bare[dir], t.Mem[dir] = rate(back.median()), rate(mem.median())
+		t.Commands = len(back)
 		var prev model.Rate
 		for i, v := range variants {
-			back, mem := median(s.back), median(s.mem)
+			bk, mm := back.median(), mem.median()
 			if v.Pipelined {
-				back, mem = median(s.backChunk), median(s.memChunk)
+				bk, mm = backChunk.median(), memChunk.median()
 			}
-			front := less(median(s.front[i]), mem)
-			rw := row{Variant: v, Dir: dir, Front: front, Back: back, Measured: median(s.e2e[i]), Verified: s.verified[i]}
-			nodes := model.Cascade{model.RateNode("front end", front), model.RateNode("back end", back)}
+			fr := front[i].median() - mm
+			rw := row{Variant: v, Dir: dir, Front: rate(fr), Back: rate(bk), Measured: rate(e2e[i].median()), Verified: int64(len(e2e[i]))}
+			nodes := model.Cascade{model.RateNode("front end", rw.Front), model.RateNode("back end", rw.Back)}
 			if v.Pipelined {
 				rw.ModelKind = "pipelined"
-				rw.Model = nodes.PipelinedFill(k, int64(min(b.chunk, b.bs)))
+				rw.Model = nodes.PipelinedFill(k, int64(chunk))
 			} else {
 				rw.ModelKind = "series"
 				rw.Model = nodes.Series(k)
@@ -284,20 +242,4 @@ func (b *bench) measure(ctx context.Context, rounds int, slice budget, prog *pro
 		}
 	}
 	return t, nil
-}
-
-// less returns the rate of a node whose time per byte is a's less b's:
-// the front end measured over a memory disk, without the memory disk.
-func less(a, b model.Rate) model.Rate {
-	if a <= 0 {
-		return 0
-	}
-	if b <= 0 {
-		return a
-	}
-	inv := 1/float64(a) - 1/float64(b)
-	if inv <= 0 {
-		return a
-	}
-	return model.Rate(1 / inv)
 }

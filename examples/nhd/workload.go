@@ -71,10 +71,11 @@ func parseWorkload(s string) ([]Workload, error) {
 				return nil, fmt.Errorf("workload %q: read must be a percentage 0..100", s)
 			}
 			w.ReadPct = p
-		case "rand":
-			w.Random = true
-		case "seq":
-			w.Random = false
+		case "rand", "seq":
+			if strings.Contains(f, "=") {
+				return nil, fmt.Errorf("workload %q: %s takes no value", s, k)
+			}
+			w.Random = k == "rand"
 		default:
 			return nil, fmt.Errorf("workload %q: unknown field %q (want bs=, read=, rand, seq)", s, k)
 		}
