@@ -148,16 +148,22 @@ type Queue[T any] interface {
 // get returns io.EOF once the producer closed the link and the units before
 // are drained, or errStop instead when the producer closed it because it
 // was stopped (the stream was cut, not ended).
+//
+// putWaited and getWaited report whether the last put or get had to wait
+// (or may have): only then does an instrumented stage read the clock to
+// count queue wait, so a link that flows costs no clock reads.
 type link[T any] interface {
 	sender[T]
 	reset()
 	get(ctx context.Context) (v T, origin int64, err error)
+	getWaited() bool
 	release()
 }
 
 // sender is the producer's side of a link.
 type sender[T any] interface {
 	put(ctx context.Context, v T, origin int64) error
+	putWaited() bool
 	closer
 }
 
@@ -249,9 +255,11 @@ type ring[T any] struct {
 	_    pad
 	// producer's fields
 	ptail, pcache uint64 // its tail, and the head it last read
+	pwait         bool   // the last put waited
 	_             pad
 	// consumer's fields
 	chead, ccache uint64 // its head, and the tail it last read
+	cwait         bool   // the last get waited
 	_             pad
 	closed        atomic.Bool
 	prodWaiting   atomic.Bool
@@ -302,12 +310,17 @@ func signal(ch chan struct{}) {
 	}
 }
 
+func (r *ring[T]) putWaited() bool { return r.pwait }
+func (r *ring[T]) getWaited() bool { return r.cwait }
+
 func (r *ring[T]) put(ctx context.Context, v T, origin int64) error {
+	r.pwait = false
 	for r.ptail-r.pcache >= r.size {
 		r.pcache = r.head.Load()
 		if r.ptail-r.pcache < r.size {
 			break
 		}
+		r.pwait = true
 		for i := 0; i < ringSpins && r.ptail-r.head.Load() >= r.size; i++ {
 			runtime.Gosched()
 		}
@@ -343,11 +356,13 @@ func (r *ring[T]) close(cut bool) {
 }
 
 func (r *ring[T]) get(ctx context.Context) (T, int64, error) {
+	r.cwait = false
 	for r.chead == r.ccache {
 		r.ccache = r.tail.Load()
 		if r.chead != r.ccache {
 			break
 		}
+		r.cwait = true
 		if r.closed.Load() {
 			r.ccache = r.tail.Load() // units put before close
 			if r.chead != r.ccache {
@@ -394,8 +409,9 @@ func (r *ring[T]) ptailSnapshot() uint64 { return r.tail.Load() }
 // chanLink is a link through a buffered channel.
 type chanLink[T any] struct {
 	cutFlag
-	capacity int
-	ch       chan item[T]
+	pwait, cwait bool
+	capacity     int
+	ch           chan item[T]
 }
 
 func (c *chanLink[T]) reset() {
@@ -405,12 +421,17 @@ func (c *chanLink[T]) reset() {
 
 // put and get try the channel alone first: a select of one case and a
 // default is much cheaper than one that also watches ctx.
+func (c *chanLink[T]) putWaited() bool { return c.pwait }
+func (c *chanLink[T]) getWaited() bool { return c.cwait }
+
 func (c *chanLink[T]) put(ctx context.Context, v T, origin int64) error {
+	c.pwait = false
 	select {
 	case c.ch <- item[T]{v, origin}:
 		return nil
 	default:
 	}
+	c.pwait = true
 	select {
 	case c.ch <- item[T]{v, origin}:
 		return nil
@@ -424,9 +445,11 @@ func (c *chanLink[T]) get(ctx context.Context) (T, int64, error) {
 		it item[T]
 		ok bool
 	)
+	c.cwait = false
 	select {
 	case it, ok = <-c.ch:
 	default:
+		c.cwait = true
 		select {
 		case it, ok = <-c.ch:
 		case <-ctx.Done():
@@ -485,7 +508,9 @@ func (l *queueLink[T]) get(ctx context.Context) (T, int64, error) {
 	return v, origin, nil
 }
 
-func (l *queueLink[T]) release() { l.q.Release() }
+func (l *queueLink[T]) release()        { l.q.Release() }
+func (l *queueLink[T]) putWaited() bool { return true } // the Queue does not say
+func (l *queueLink[T]) getWaited() bool { return true }
 func (l *queueLink[T]) close(cut bool) {
 	l.cut.Store(cut)
 	l.q.Close()
@@ -567,7 +592,9 @@ func (l *fifoLink) get(ctx context.Context) ([]byte, int64, error) {
 	return v, origin, nil
 }
 
-func (l *fifoLink) release() { l.done += l.bs }
+func (l *fifoLink) release()        { l.done += l.bs }
+func (l *fifoLink) putWaited() bool { return true } // the FIFO does not say
+func (l *fifoLink) getWaited() bool { return true }
 func (l *fifoLink) close(cut bool) {
 	l.cut.Store(cut)
 	l.f.Close()

@@ -67,6 +67,7 @@ func Parallel[In, Out any](l *Line[In], capacity int, name string, workers int, 
 type merge[T any] struct {
 	rings      []*ring[T]
 	pseq, cseq uint64
+	pwait      bool
 }
 
 func newMerge[T any](workers, capacity int) *merge[T] {
@@ -87,12 +88,17 @@ func (m *merge[T]) reset() {
 // put deals v to the next ring (the producer side before the stage).
 func (m *merge[T]) put(ctx context.Context, v T, origin int64) error {
 	r := m.rings[m.pseq%uint64(len(m.rings))]
-	if err := r.put(ctx, v, origin); err != nil {
+	err := r.put(ctx, v, origin)
+	m.pwait = r.pwait
+	if err != nil {
 		return err
 	}
 	m.pseq++
 	return nil
 }
+
+func (m *merge[T]) putWaited() bool { return m.pwait }
+func (m *merge[T]) getWaited() bool { return m.rings[m.cseq%uint64(len(m.rings))].cwait }
 
 // close closes every ring: the producer before the stage is done. After
 // the stage each worker closes its own ring, so there close is not called.
@@ -196,7 +202,7 @@ func (h *parallelHead[In, Out]) work(ctx context.Context, halt *atomic.Bool, w i
 			in.release()
 			return stop() // past a failure: the stream ends before this unit
 		}
-		if st != nil {
+		if st != nil && in.cwait {
 			t1 := now()
 			st.waitIn += t1 - t
 			t = t1
@@ -228,7 +234,7 @@ func (h *parallelHead[In, Out]) work(ctx context.Context, halt *atomic.Bool, w i
 		if err := out.put(ctx, o, origin); err != nil {
 			return stop()
 		}
-		if st != nil {
+		if st != nil && out.pwait {
 			t1 := now()
 			st.waitOut += t1 - t
 			t = t1

@@ -511,3 +511,41 @@ func TestProgress(t *testing.T) {
 		t.Errorf("Progress after the run: %d", p.Progress())
 	}
 }
+
+// TestQueueWaits: a slow sink behind a full ring makes the stage before it
+// wait for room; a slow source makes the stage after its link wait for
+// input. Both waits are counted, for each kind of overlapped link.
+func TestQueueWaits(t *testing.T) {
+	checkNoLeaks(t)
+	slow := func() { time.Sleep(200 * time.Microsecond) }
+	for _, mk := range linkMakers(1)[1:] {
+		// slow sink: the source waits for room
+		p, err := From("src", Source[int](&counter{n: 20})).To(mk(), "sink", SinkFunc[int](
+			func(ctx context.Context, v int) error { slow(); return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Instrument = true
+		r, err := p.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Stages[0].WaitOut <= 0 || r.Stages[1].Busy < 20*200*time.Microsecond {
+			t.Errorf("%v, slow sink: source waited %v, sink busy %v", r.Stages[1].Link, r.Stages[0].WaitOut, r.Stages[1].Busy)
+		}
+		// slow source: the sink waits for input
+		c := &counter{n: 20}
+		p, err = From("src", SourceFunc[int](func(ctx context.Context) (int, error) { slow(); return c.Next(ctx) })).
+			To(mk(), "sink", &collect[int]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Instrument = true
+		if r, err = p.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if r.Stages[1].WaitIn <= 0 {
+			t.Errorf("%v, slow source: sink waited %v", r.Stages[1].Link, r.Stages[1].WaitIn)
+		}
+	}
+}

@@ -191,7 +191,7 @@ func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
 			}
 			return h.nd.pl.fail(ctx, h.nd, err)
 		}
-		if st != nil {
+		if st != nil && h.lk.getWaited() {
 			t1 := now()
 			st.waitIn += t1 - t
 			t = t1
@@ -207,7 +207,7 @@ func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
 // linkTail ends a segment: it puts units into the link to the next one.
 type linkTail[T any] struct {
 	nd *node // the segment's last stage
-	lk link[T]
+	lk sender[T]
 }
 
 func (n *linkTail[T]) push(ctx context.Context, v T, origin, t int64) (int64, error) {
@@ -216,7 +216,7 @@ func (n *linkTail[T]) push(ctx context.Context, v T, origin, t int64) (int64, er
 		n.nd.units--
 		return t, n.nd.pl.fail(ctx, n.nd, err)
 	}
-	if st := n.nd.stats; st != nil {
+	if st := n.nd.stats; st != nil && n.lk.putWaited() {
 		t1 := now()
 		st.waitOut += t1 - t
 		t = t1
