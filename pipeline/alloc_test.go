@@ -37,11 +37,13 @@ func mallocs(t *testing.T, p *Pipeline, src *countSource, n int) uint64 {
 
 // TestNoAllocationPerUnit: a run allocates when it starts and not per unit,
 // for every kind of link, instrumented or not. A run of many units must
-// allocate no more than a run of few (the best of a few tries, as the
-// runtime allocates now and then on its own).
+// allocate no more than a run of few, give or take what the runtime
+// allocates on its own now and then (a goroutine that parks may need a
+// new sudog): at most slack, where one allocation per unit would be
+// thousands. The best of a few tries counts.
 func TestNoAllocationPerUnit(t *testing.T) {
 	checkNoLeaks(t)
-	const few, many = 100, 20000
+	const few, many, slack = 100, 20000, 32
 	for _, lk := range benchLinks() {
 		for _, inst := range []bool{false, true} {
 			src := &countSource{buf: make([]byte, 512)}
@@ -52,13 +54,12 @@ func TestNoAllocationPerUnit(t *testing.T) {
 			var a, b uint64
 			for range 5 {
 				a, b = mallocs(t, p, src, few), mallocs(t, p, src, many)
-				if b <= a {
-					best = 0
+				best = min(best, b-min(a, b))
+				if best <= slack {
 					break
 				}
-				best = min(best, b-a)
 			}
-			if best > 0 {
+			if best > slack {
 				t.Errorf("%s, instrument %v: %d units allocate %d, %d units %d", lk.name, inst, few, a, many, b)
 			}
 			t.Logf("%s, instrument %v: %d allocations per run", lk.name, inst, a)
@@ -74,7 +75,7 @@ func TestNoAllocationPerUnit(t *testing.T) {
 			a, b := mallocs(t, p, src, few), mallocs(t, p, src, many)
 			best = min(best, b-min(a, b))
 		}
-		if best > 0 {
+		if best > slack {
 			t.Errorf("parallel, instrument %v: %d more allocations for %d more units", inst, best, many-few)
 		}
 	}
