@@ -1,2 +1,93 @@
-// Package nbd is part of nhd; see the README for the package map.
+// Package nbd implements the Network Block Device protocol as described in
+// NetworkBlockDevice/nbd doc/proto.md, with URIs as in doc/uri.md: a
+// concurrent client and a server, in pure Go, over one shared wire codec.
+//
+// # Client
+//
+// Dial connects to the export an NBD URI names and returns a *Client:
+//
+//	c, err := nbd.Dial(ctx, "nbd+unix:///disk?socket=/run/nbd.sock")
+//	...
+//	defer c.Close()
+//	_, err = c.ReadAt(buf, off)
+//
+// NewClient does the same over a net.Conn the caller already has, and
+// Negotiator (DialNegotiator, Negotiate) drives the option phase by hand:
+// list exports, query one with NBD_OPT_INFO, list or set metadata contexts,
+// then Go into transmission.
+//
+// The handshake speaks fixed newstyle (NO_ZEROES when offered) and accepts
+// plain newstyle and oldstyle servers. It asks for structured replies and
+// the base:allocation context, then enters transmission with NBD_OPT_GO,
+// requesting block size constraints, name and description, and falls back
+// to NBD_OPT_EXPORT_NAME when the server does not know GO. With an nbds URI
+// or WithTLS it sends NBD_OPT_STARTTLS first and upgrades with crypto/tls
+// (X.509 certificates; Go's crypto/tls has no external pre-shared keys or
+// anonymous TLS, so tls-type=psk and tls-type=anon are refused); if TLS
+// cannot be had, the connection fails (ErrTLSUnavailable), never falling
+// back to plaintext. Every option error reply is an *OptionError matching
+// its sentinel (ErrOptUnsupported, ErrOptPolicy, ErrOptTLSRequired, ...).
+//
+// A *Client implements io.ReaderAt, io.WriterAt and io.Closer, and the
+// server's Backend with every optional interface (Flusher, FUAWriter,
+// Trimmer, Zeroer, BlockStatuser, Cacher), so a client can be served again.
+// Context-taking forms with command flags cover every command: Pread
+// (FlagDF), Pwrite (FlagFUA), Flush, TrimFlags, WriteZeroes (FlagFUA,
+// FlagNoHole, FlagFastZero), Cache, BlockStatus, BlockStatusFlags
+// (FlagReqOne, any negotiated context) and WalkExtents. Export, Flags,
+// BlockSize, MetaContexts, StructuredReplies and Handshake report what was
+// negotiated.
+//
+// Concurrency: a Client is safe for concurrent use. Requests from many
+// goroutines are in flight at once on one connection, each with its own
+// cookie, answered in any order, with structured reply chunks of different
+// requests interleaved. At most WithMaxInFlight requests (default 64) are in
+// flight per connection; further calls wait for a slot or their context
+// (backpressure, no unbounded queue). With WithConnections and a server
+// advertising CAN_MULTI_CONN, requests are spread over several connections
+// and Flush flushes them all.
+//
+// Performance: each request is one write (header and payload together with
+// writev on TCP and unix sockets); reply data is read straight into the
+// caller's buffer; there is no goroutine per request and no reader
+// goroutine either: the waiting callers take turns reading replies for
+// everyone (leader and followers), so at queue depth one a caller reads its
+// own reply. ReadAt and WriteAt allocate nothing in steady state.
+//
+// Safety: the client treats the server as untrusted. Every length is
+// checked before anything is allocated or read; a bad magic, an unknown
+// cookie, a chunk type it cannot interpret, structured replies that were
+// never negotiated, or a hang-up kills the connection, and every request in
+// flight fails at once, as does every later call. A chunk outside its
+// request, overlapping chunks, data missing at DONE, a malformed error
+// chunk or block status fails just that request. A read buffer is never
+// left with stale or partial data on error: it is zeroed. Context
+// cancellation and deadlines work on every call: a request waiting for its
+// reply is abandoned (its late reply is read and discarded).
+//
+// Local refusal, as libnbd's strict mode: a command or flag the server did
+// not advertise fails with ErrNotAdvertised without being sent; writes to a
+// read-only export with ErrReadOnly (which matches syscall.EPERM); requests
+// past the end with ErrOutOfRange; requests that break an advertised
+// minimum block size with ErrUnaligned. READ and WRITE requests larger than
+// the maximum payload (advertised, else 32 MiB) are split transparently.
+//
+// Server errors: a server's error value is an Errno (or a *ServerError
+// carrying the message and offset of an error chunk), so
+// errors.Is(err, syscall.EIO) works for every value the protocol defines,
+// and an unknown value matches EINVAL, as proto.md says.
+//
+// # Server
+//
+// Server serves one or more Exports, each over a Backend (an io.ReaderAt
+// and io.WriterAt with a Size, plus optional interfaces it advertises as
+// features); MemDisk is a sparse in-memory Backend. See Server, Export and
+// Backend.
+//
+// # Wire codec
+//
+// The fixed headers (Request, SimpleReply, ChunkHeader, OptionHeader,
+// OptionReply) have Put and Parse methods on fixed arrays; the variable
+// payloads have Append and Parse functions (payload.go). Both sides use
+// them, and neither allocates per request.
 package nbd
