@@ -281,6 +281,24 @@ func TestCopyAndChecksumOverlap(t *testing.T) {
 	}
 }
 
+// TestCopyAndChecksumLarge runs the exported copy at the lengths around the
+// switch to non-temporal stores on amd64 (8 MiB), with odd alignments.
+func TestCopyAndChecksumLarge(t *testing.T) {
+	const big = 8 << 20
+	src := make([]byte, big+300)
+	r := rand.New(rand.NewPCG(14, 15))
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	dst := make([]byte, len(src)+8)
+	for _, n := range []int{big - 1, big, big + 129} {
+		got := CopyAndChecksum(dst[3:], src[1:1+n], 0x0102)
+		if want := refChecksum(src[1:1+n], 0x0102); got != want || !bytes.Equal(dst[3:3+n], src[1:1+n]) {
+			t.Errorf("len %d: %#04x, want %#04x (copied right: %v)", n, got, want, bytes.Equal(dst[3:3+n], src[1:1+n]))
+		}
+	}
+}
+
 func TestCopyAndChecksumShortDst(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil {
