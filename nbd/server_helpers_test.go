@@ -276,3 +276,14 @@ func serverTestAssemble(t testing.TB, cs []serverTestChunk, off uint64, n int) (
 	}
 	return data, holes, err
 }
+
+// serverTestSocket returns a fresh unix socket path, removed at the end.
+func serverTestSocket(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nbdsrv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "s")
+}
