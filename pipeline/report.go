@@ -31,6 +31,7 @@ type Report struct {
 	Instrumented bool          `json:"instrumented"`  // whether timing was on
 	Err          string        `json:"error"`         // the run's error, "" after a complete run
 	Wall         time.Duration `json:"wall_ns"`       // the run's duration
+	CPU          time.Duration `json:"cpu_ns"`        // processor time the whole process used meanwhile (instrumented, Unix)
 	Units        uint64        `json:"units"`         // units the sink consumed
 	Bytes        uint64        `json:"bytes"`         // their bytes, 0 without a size
 	RateUnit     string        `json:"rate_unit"`     // "B/s" or "units/s"
@@ -229,7 +230,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.RateUnit == "B/s" {
 		fmt.Fprintf(&b, ", %d bytes", r.Bytes)
 	}
-	fmt.Fprintf(&b, " in %s: measured %s\n", dur(r.Wall), r.rateText(r.Measured))
+	fmt.Fprintf(&b, " in %s: measured %s", dur(r.Wall), r.rateText(r.Measured))
+	if r.CPU > 0 && r.Wall > 0 {
+		fmt.Fprintf(&b, " (process CPU %s, %.2f cores busy)", dur(r.CPU), r.CPU.Seconds()/r.Wall.Seconds())
+	}
+	b.WriteString("\n")
 	if r.Instrumented {
 		fmt.Fprintf(&b, "model: predicted %s, error %+.1f%% (series %s, pipelined %s",
 			r.rateText(r.Predicted), 100*r.ModelError, r.rateText(r.Series), r.rateText(r.Pipelined))

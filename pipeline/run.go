@@ -347,6 +347,10 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 		parent = p.segs[i].ctx
 	}
 
+	var cpu0 time.Duration
+	if p.Instrument {
+		cpu0 = cpuTime()
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	last := len(p.segs) - 1
@@ -356,6 +360,10 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 	p.segs[last].run()
 	wg.Wait()
 	wall := time.Since(start)
+	var cpu time.Duration
+	if p.Instrument {
+		cpu = cpuTime() - cpu0
+	}
 
 	for i := range p.segs {
 		p.segs[i].cancel()
@@ -371,6 +379,7 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 		err = context.Cause(ctx)
 	}
 	r := p.report(wall, err)
+	r.CPU = cpu
 	for i := range p.segs {
 		p.segs[i].ctx, p.segs[i].cancel = nil, nil
 	}
