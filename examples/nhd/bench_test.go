@@ -10,7 +10,7 @@ import (
 
 // benchLane builds one drive of variant v over a fresh in-process server,
 // with span bytes written, and returns its lane ready for commands.
-func benchLane(b *testing.B, v variant, bs int, span int64) *lane {
+func benchLane(b testing.TB, v variant, bs int, span int64) *lane {
 	b.Helper()
 	srv := nbdtest.Start(b, nbdtest.WithSize(span))
 	ctx := context.Background()
@@ -32,6 +32,46 @@ func benchLane(b *testing.B, v variant, bs int, span int64) *lane {
 	return l
 }
 
+// warm runs n commands of the lane's workload, so that every buffer on
+// the path (the server's per-request slots among them) has grown to size.
+func warm(tb testing.TB, l *lane, n int) {
+	tb.Helper()
+	for range n {
+		if _, err := l.step(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// TestZeroAllocs checks the steady state of the whole path, host driver ->
+// ATA device -> DMA engine and checksum tap -> NBD client -> in-process
+// server -> memory disk and back, with verification: no allocation per
+// command in any goroutine, for every variant and both directions.
+func TestZeroAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a few thousand commands")
+	}
+	for _, v := range variants {
+		for _, dir := range []string{"read", "write"} {
+			l := benchLane(t, v, 64<<10, 4<<20)
+			l.w = Workload{Name: dir, BlockSize: 64 << 10, ReadPct: 100}
+			if dir == "write" {
+				l.w.ReadPct = 0
+			}
+			l.b, l.issued = budget{ops: 1 << 62}, 0
+			warm(t, l, 200)
+			var err error
+			if n := testing.AllocsPerRun(200, func() {
+				if _, e := l.step(context.Background()); e != nil {
+					err = e
+				}
+			}); n != 0 || err != nil {
+				t.Errorf("%s %s: %v allocations per command (%v)", v.Name, dir, n, err)
+			}
+		}
+	}
+}
+
 // BenchmarkCommand runs 64 KiB READ DMA EXT and WRITE DMA EXT commands
 // through the whole path: host driver -> ATA device -> DMA engine (with
 // the checksum tap) -> NBD client -> in-process NBD server, verifying
@@ -47,6 +87,7 @@ func BenchmarkCommand(b *testing.B) {
 					l.w.ReadPct = 0
 				}
 				l.b, l.issued = budget{ops: 1 << 62}, 0
+				warm(b, l, 200)
 				ctx := context.Background()
 				b.SetBytes(bs)
 				b.ReportAllocs()

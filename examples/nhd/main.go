@@ -61,17 +61,18 @@ func usagef(format string, args ...any) error {
 
 // config is the command line.
 type config struct {
-	URI      string        `json:"uri"`
-	Workload string        `json:"workload"`
-	Duration time.Duration `json:"duration_ns"`
-	Bytes    int64         `json:"bytes"`
-	Depth    int           `json:"depth"`
-	Size     int64         `json:"size"`
-	Span     int64         `json:"span"`
-	Chunk    int           `json:"chunk"`
-	Table    bool          `json:"table"`
-	Seed     uint64        `json:"seed"`
-	JSON     bool          `json:"-"`
+	URI       string        `json:"uri"`
+	Workload  string        `json:"workload"`
+	Duration  time.Duration `json:"duration_ns"`
+	Bytes     int64         `json:"bytes"`
+	Depth     int           `json:"depth"`
+	Size      int64         `json:"size"`
+	Span      int64         `json:"span"`
+	Chunk     int           `json:"chunk"`
+	Table     bool          `json:"table"`
+	Pipelined bool          `json:"pipelined"`
+	Seed      uint64        `json:"seed"`
+	JSON      bool          `json:"-"`
 
 	phases []Workload
 }
@@ -89,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&sizeFlag, "size", "4g", "size of the in-process server's sparse memory disk")
 	fs.StringVar(&spanFlag, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read)")
 	fs.StringVar(&chunkFlag, "chunk", "16k", "bytes per NBD request in the pipelined bridge")
+	fs.BoolVar(&c.Pipelined, "pipelined", false, "run the workload on the pipelined bridge (NBD requests of -chunk bytes overlapping the DMA)")
 	fs.BoolVar(&c.Table, "table", true, "measure every datapath variant and print the Table 4 comparison")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the data patterns and the random addresses")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")

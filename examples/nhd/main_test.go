@@ -65,8 +65,9 @@ func TestDefaultReport(t *testing.T) {
 		`\+ checksum in flight ` + num + ` ` + num + ` ` + num + ` series ` + num + ` [-+]` + num + `% x` + num,
 		`\+ pipelined ` + num + ` ` + num + ` ` + num + ` pipelined ` + num + ` [-+]` + num + `% x` + num,
 		`write store-and-forward ` + num,
-		`read: before -> after x` + num + `; the full bridge reaches ` + num + `% of the bare NBD client`,
-		`write: before -> after x` + num,
+		`read: before -> after \(series\) x` + num + `, pipelined vs series x` + num + `; the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s`,
+		`write: before -> after \(series\) x` + num,
+		`read: pipelining in 16 KiB chunks makes 4 NBD requests of one: 3 more at -?` + num + ` us each \(fitted\) to hide at most ` + num + ` us of front end`,
 		`model error: worst ` + num + `% over 10 rows`,
 	}
 	for _, r := range rows {
@@ -105,8 +106,8 @@ func TestJSON(t *testing.T) {
 			t.Errorf("row %s %s: %+v", r.Dir, r.Variant.Name, r)
 		}
 	}
-	if !rep.Bridge.Streaming || !rep.Bridge.ZeroCopy || !rep.Bridge.InFlight {
-		t.Errorf("the workload's bridge is %+v, want every optimisation", rep.Bridge)
+	if !rep.Bridge.Streaming || !rep.Bridge.ZeroCopy || !rep.Bridge.InFlight || rep.Bridge.Pipelined {
+		t.Errorf("the workload's bridge is %+v, want streaming, zero-copy, checksum in flight, in series", rep.Bridge)
 	}
 }
 
@@ -121,7 +122,7 @@ func TestWorkloads(t *testing.T) {
 		{[]string{"-workload", "randrw70", "-depth", "4"}, []string{"fill", "randrw70"},
 			[]string{`QoS of randrw70: read p99 \d+ us \(limit 1000\): (met|NOT met); write p99 \d+ us \(limit 200\): (met|NOT met)`}},
 		{[]string{"-workload", "bs=8k,read=50,rand"}, []string{"fill", "bs=8k,read=50,rand"}, nil},
-		{[]string{"-workload", "bs=1m,read=100,seq", "-depth", "2"}, []string{"fill", "bs=1m,read=100,seq"}, nil},
+		{[]string{"-workload", "bs=1m,read=100,seq", "-depth", "2", "-pipelined", "-chunk", "256k"}, []string{"fill", "bs=1m,read=100,seq"}, nil},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, err := runArgs(t, append(append(tc.args, "-table=false", "-json"), small...)...)

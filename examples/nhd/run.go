@@ -62,7 +62,7 @@ func startServer(size int64) (string, func() error, error) {
 // bridgeRun sets up the server (unless -uri names one), the client and the
 // drives, fills the span, runs the workload's phases and measures Table 4.
 func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err error) {
-	rep = &report{Config: c, Bridge: best(), Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
+	rep = &report{Config: c, Bridge: bridgeFor(c.Pipelined), Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 	uri := c.URI
 	if uri == "" {
 		var stop func() error
@@ -101,7 +101,7 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 	remote := newDisk(span, bs, c.Seed)
 	lanes := make([]*lane, c.Depth)
 	for i := range lanes {
-		d, err := newDrive(best(), client, sectors, bs, c.Chunk)
+		d, err := newDrive(bridgeFor(c.Pipelined), client, sectors, bs, c.Chunk)
 		if err != nil {
 			return nil, err
 		}
