@@ -105,8 +105,8 @@ func TestServerFioKilledMidRun(t *testing.T) {
 }
 
 // serverFuzzHandshake is a valid fixed-newstyle handshake: client flags,
-// STRUCTURED_REPLY, SET_META_CONTEXT base:allocation, GO "".
-func serverFuzzHandshake() []byte {
+// STRUCTURED_REPLY, SET_META_CONTEXT base:allocation, GO name.
+func serverFuzzHandshake(name string) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(ClientFixedNewstyle|ClientNoZeroes))
 	opt := func(o OptionCode, data []byte) {
 		var h [OptionHeaderSize]byte
@@ -114,8 +114,8 @@ func serverFuzzHandshake() []byte {
 		b = append(append(b, h[:]...), data...)
 	}
 	opt(OptStructuredReply, nil)
-	opt(OptSetMetaContext, AppendMetaContextRequest(nil, &MetaContextRequest{Queries: []string{MetaContextBaseAllocation}}))
-	opt(OptGo, AppendInfoRequest(nil, &InfoRequest{}))
+	opt(OptSetMetaContext, AppendMetaContextRequest(nil, &MetaContextRequest{Export: name, Queries: []string{MetaContextBaseAllocation}}))
+	opt(OptGo, AppendInfoRequest(nil, &InfoRequest{Name: name}))
 	return b
 }
 
@@ -133,13 +133,16 @@ func FuzzServerSession(f *testing.F) {
 		}
 		in := data[1:]
 		if data[0]&1 == 1 {
-			in = append(serverFuzzHandshake(), in...)
+			in = append(serverFuzzHandshake(""), in...)
 		}
 		s := &Server{
 			MaxPayload:       64 << 10,
 			MaxInFlight:      4,
 			HandshakeTimeout: 5 * time.Second,
-			Exports:          []Export{{Backend: NewMemDisk(1 << 20)}, {Name: "ro", Backend: NewMemDisk(4096), ReadOnly: true}},
+			// The well-behaved client has an export of its own: the hostile
+			// one may legitimately overwrite anything it can name.
+			Exports: []Export{{Backend: NewMemDisk(1 << 20)}, {Name: "ro", Backend: NewMemDisk(4096), ReadOnly: true},
+				{Name: "healthy", Backend: NewMemDisk(1 << 20)}},
 		}
 		defer s.Close()
 
@@ -190,7 +193,7 @@ func serverFuzzGood(nc net.Conn) error {
 	// net.Pipe has no buffer: write from another goroutine, as a socket's
 	// buffer would let a pipelining client do.
 	werr := make(chan error, 2)
-	go func() { _, err := nc.Write(serverFuzzHandshake()); werr <- err }()
+	go func() { _, err := nc.Write(serverFuzzHandshake("healthy")); werr <- err }()
 	// Skip option replies up to GO's ACK.
 	for {
 		var h [OptionReplySize]byte
