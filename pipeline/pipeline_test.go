@@ -549,3 +549,20 @@ func TestQueueWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCancelled: a run whose context is done before it starts takes no
+// unit from the source.
+func TestRunCancelled(t *testing.T) {
+	checkNoLeaks(t)
+	for _, mk := range linkMakers(2) {
+		src := &counter{n: 10}
+		p, err := From("src", Source[int](src)).To(mk(), "sink", &collect[int]{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Run(canceledCtx())
+		if !errors.Is(err, context.Canceled) || src.i != 0 || r.Units != 0 {
+			t.Fatalf("%v: Run: %v; source gave %d, sink got %d", mk(), err, src.i, r.Units)
+		}
+	}
+}

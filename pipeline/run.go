@@ -305,6 +305,9 @@ type runState struct {
 // do); and context.Cause(ctx) when ctx stopped the run first. The report is
 // filled in every case: how many units each stage completed, its state,
 // and, with Instrument, its timing.
+//
+// A panic in a stage is not recovered: like any goroutine's, it ends the
+// program.
 func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 	if !p.running.CompareAndSwap(false, true) {
 		return Report{}, ErrRunning
@@ -389,7 +392,7 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 
 // run runs the segment to its end and records how its stages ended.
 func (s *segment) run() {
-	s.halt.Store(false)
+	s.halt.Store(s.ctx.Err() != nil) // AfterFunc would set it late
 	unhook := context.AfterFunc(s.ctx, func() { s.halt.Store(true) })
 	err := s.head.run(s.ctx, &s.halt)
 	unhook()
