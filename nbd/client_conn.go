@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -205,6 +206,9 @@ func (c *clientConn) acquire(ctx context.Context) (*clientSlot, error) {
 	if err := c.failed(); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case i := <-c.free:
 		return &c.slots[i], nil
@@ -268,35 +272,73 @@ func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flag
 		return c.unsend(s, err)
 	}
 	var stop func() bool
+	var fired chan struct{}
 	if ctx.Done() != nil {
-		// A request half on the wire cannot be taken back: if ctx ends
-		// while the write blocks, the connection is given up.
-		stop = context.AfterFunc(ctx, func() { _ = c.nc.SetWriteDeadline(time.Unix(1, 0)) })
+		// A write blocked when ctx ends is interrupted by a deadline.
+		fired = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			_ = c.nc.SetWriteDeadline(time.Unix(1, 0))
+			close(fired)
+		})
 	}
-	var err error
-	if len(wbuf) == 0 {
-		_, err = c.nc.Write(s.hdr[:])
-	} else if c.canWritev {
-		s.bufs[0], s.bufs[1] = s.hdr[:], wbuf
-		s.nb = s.bufs[:]
-		_, err = s.nb.WriteTo(c.nc)
-		s.bufs[1] = nil
-	} else {
-		if _, err = c.nc.Write(s.hdr[:]); err == nil {
-			_, err = c.nc.Write(wbuf)
-		}
-	}
+	written, err := c.send(ctx, s, wbuf)
 	if stop != nil && !stop() {
-		if err == nil {
-			err = fmt.Errorf("nbd: context ended while sending a request: %w", ctx.Err())
-		}
+		// The deadline was (or is being) set: wait for it, then clear it
+		// so it cannot hit the next request.
+		<-fired
+		_ = c.nc.SetWriteDeadline(time.Time{})
 	}
 	<-c.wsem
+	if err != nil && written == 0 && ctx.Err() != nil && !c.isTLS() {
+		// Nothing of the request went out: take it back.
+		return c.unsend(s, ctx.Err())
+	}
 	if err != nil {
+		// A request half on the wire cannot be taken back.
 		c.fail(fmt.Errorf("nbd: connection lost: sending %v: %w", cmd, err))
 		// fail completed the slot; the caller's wait collects it.
 	}
 	return nil
+}
+
+func (c *clientConn) isTLS() bool {
+	_, ok := c.nc.(*tls.Conn)
+	return ok
+}
+
+// send writes the header in s and then wbuf, in one writev on a kernel
+// socket. It returns how many bytes went out.
+func (c *clientConn) send(ctx context.Context, s *clientSlot, wbuf []byte) (int, error) {
+	total := RequestSize + len(wbuf)
+	written := 0
+	for written < total {
+		var n int
+		var err error
+		switch {
+		case written < RequestSize && len(wbuf) > 0 && c.canWritev:
+			s.bufs[0], s.bufs[1] = s.hdr[written:], wbuf
+			s.nb = s.bufs[:]
+			var n64 int64
+			n64, err = s.nb.WriteTo(c.nc)
+			n = int(n64)
+			s.bufs[1] = nil
+		case written < RequestSize:
+			n, err = c.nc.Write(s.hdr[written:])
+		default:
+			n, err = c.nc.Write(wbuf[written-RequestSize:])
+		}
+		written += n
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && !c.isTLS() {
+			// Not our deadline: a stale one. Clear it and go on.
+			_ = c.nc.SetWriteDeadline(time.Time{})
+			continue
+		}
+		return written, err
+	}
+	return written, nil
 }
 
 // unsend takes back a slot whose request was never written.
@@ -378,8 +420,13 @@ func (c *clientConn) answered(s *clientSlot, cookie uint64) bool {
 // message boundary).
 func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
 	var stop func() bool
+	var fired chan struct{}
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { _ = c.nc.SetReadDeadline(time.Unix(1, 0)) })
+		fired = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+			close(fired)
+		})
 	}
 	for c.failed() == nil && ctx.Err() == nil && !c.answered(s, cookie) {
 		c.interruptible = true
@@ -397,6 +444,7 @@ func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
 		}
 	}
 	if stop != nil && !stop() {
+		<-fired
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 }
