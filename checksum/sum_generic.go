@@ -77,10 +77,11 @@ func sumGeneric(b []byte) uint64 {
 }
 
 // genericCopyChunk is how much copySumGeneric copies before it sums what it
-// copied: small enough that the copy stays in the L1/L2 cache for the sum and
-// that memmove never switches to non-temporal stores (it does from 1 MiB up on
-// amd64), large enough to amortise the calls. It must be even.
-const genericCopyChunk = 16 << 10
+// copied: small enough that the copied chunk is still in the L2 cache for the
+// sum, and that memmove never switches to non-temporal stores (it does from
+// 1 MiB on amd64, which would send the sum to DRAM), large enough that below
+// it the fused call is exactly copy() then the sum. It must be even.
+const genericCopyChunk = 64 << 10
 
 // copySumGeneric copies src into dst (len(dst) == len(src)) and returns the
 // little-endian partial of the copied bytes. A scalar loop that loads,
