@@ -445,7 +445,7 @@ func clientCheckName(s string) error {
 	return nil
 }
 
-var clientInfoRequests = []InfoType{InfoBlockSize, InfoName, InfoDescription}
+var clientInfoRequests = []InfoType{InfoExport, InfoBlockSize, InfoName, InfoDescription}
 
 // info runs NBD_OPT_INFO or NBD_OPT_GO for export.
 func (n *Negotiator) info(o OptionCode, export string) (ExportInfo, error) {

@@ -50,7 +50,7 @@ func TestClientHandshakeBytes(t *testing.T) {
 		t.Errorf("SET_META_CONTEXT data\n got % x\nwant % x", sawMeta, wantMeta)
 	}
 	// u32 name length, name, u16 count, the info requests.
-	wantGo := []byte{0, 0, 0, 4, 'd', 'i', 's', 'k', 0, 3, 0, 3, 0, 1, 0, 2}
+	wantGo := []byte{0, 0, 0, 4, 'd', 'i', 's', 'k', 0, 4, 0, 0, 0, 3, 0, 1, 0, 2}
 	if !bytes.Equal(sawGo, wantGo) {
 		t.Errorf("GO data\n got % x\nwant % x", sawGo, wantGo)
 	}
