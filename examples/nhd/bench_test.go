@@ -53,15 +53,15 @@ func TestZeroAllocs(t *testing.T) {
 	}
 	for _, v := range variants {
 		for _, dir := range []string{"read", "write"} {
-			l := benchLane(t, v, 64<<10, 4<<20)
+			l := benchLane(t, v, 64<<10, 2<<20)
 			l.w = Workload{Name: dir, BlockSize: 64 << 10, ReadPct: 100}
 			if dir == "write" {
 				l.w.ReadPct = 0
 			}
 			l.b, l.issued = budget{ops: 1 << 62}, 0
-			warm(t, l, 200)
+			warm(t, l, 100)
 			var err error
-			if n := testing.AllocsPerRun(200, func() {
+			if n := testing.AllocsPerRun(100, func() {
 				if _, e := l.step(context.Background()); e != nil {
 					err = e
 				}

@@ -150,20 +150,21 @@ func (l *lane) verifyOp(ctx context.Context, o op) error {
 
 // step runs one command of the lane's current workload outside any
 // pipeline, for measurements that interleave lanes command by command, and
-// returns the time it spent in the bridge.
+// returns the time the host spent on it: choosing it and filling its data,
+// the command through the bridge, and verifying it.
 func (l *lane) step(ctx context.Context) (time.Duration, error) {
+	t0 := time.Now()
 	o, err := l.nextOp(ctx)
 	if err != nil {
 		return 0, err
 	}
-	t0 := time.Now()
 	sum, err := l.d.exec(o.write, int64(o.block)*int64(l.disk.bs), l.buf)
-	dt := time.Since(t0)
 	if err != nil {
 		return 0, err
 	}
 	o.sum = sum
-	return dt, l.verifyOp(ctx, o)
+	err = l.verifyOp(ctx, o)
+	return time.Since(t0), err
 }
 
 // phaseResult is what one phase of a workload did.

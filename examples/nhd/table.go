@@ -234,16 +234,22 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 		var prev model.Rate
 		for i, v := range variants {
 			bk := back.median()
-			if v.Pipelined {
+			if v.Pipelined && !v.Ahead {
 				bk = backChunk.median()
 			}
 			fr := front[i].median()
 			rw := row{Variant: v, Dir: dir, Front: rate(fr), Back: rate(bk), Measured: rate(e2e[i].median()), Verified: int64(len(e2e[i]))}
 			nodes := model.Cascade{model.RateNode("front end", rw.Front), model.RateNode("back end", rw.Back)}
-			if v.Pipelined {
+			switch {
+			case v.Ahead:
+				// Successive commands overlap: the slower end sets the pace.
 				rw.ModelKind = "pipelined"
+				rw.Model = nodes.Pipelined(k)
+			case v.Pipelined:
+				// One command streams through both ends in chunks.
+				rw.ModelKind = "fill"
 				rw.Model = nodes.PipelinedFill(k, int64(chunk))
-			} else {
+			default:
 				rw.ModelKind = "series"
 				rw.Model = nodes.Series(k)
 			}
