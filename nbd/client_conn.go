@@ -756,24 +756,55 @@ func (c *clientConn) readScratch(n int) ([]byte, error) {
 	return b, err
 }
 
+// clientMaxFragments bounds the separate pieces a READ reply may be in
+// (after merging adjacent ones), so a server sending tiny chunks out of
+// order cannot make the client allocate in proportion to the request.
+const clientMaxFragments = 1 << 14
+
+// clientMaxExtents bounds the extents of one BLOCK_STATUS reply over all
+// contexts.
+const clientMaxExtents = 1 << 20
+
 // cover records [off, off+n) of a READ reply, failing if it is outside the
-// request or overlaps what came before.
+// request or overlaps what came before. The covered ranges are kept sorted
+// and merged, so chunks in any order of one contiguous run cost one entry.
 func (s *clientSlot) cover(off, n uint64) error {
 	end := off + n
 	if off < s.off || end < off || end > s.off+uint64(s.length) {
 		return protoErr(fmt.Sprintf("chunk [%d, +%d) outside the READ [%d, +%d)", off, n, s.off, s.length))
 	}
-	for _, iv := range s.ivals {
-		if off < iv.hi && iv.lo < end {
-			return protoErr(fmt.Sprintf("chunk [%d, +%d) overlaps [%d, %d)", off, n, iv.lo, iv.hi))
+	iv := s.ivals
+	i, j := 0, len(iv) // first range starting at or after end
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if iv[h].lo < end {
+			i = h + 1
+		} else {
+			j = h
 		}
 	}
-	// Merge with a neighbour to keep the list short in the common case
-	// of chunks in order.
-	if k := len(s.ivals); k > 0 && s.ivals[k-1].hi == off {
-		s.ivals[k-1].hi = end
-	} else {
-		s.ivals = append(s.ivals, clientIval{off, end})
+	// iv[i-1] is the last range starting before end: it must end by off.
+	if i > 0 && iv[i-1].hi > off {
+		return protoErr(fmt.Sprintf("chunk [%d, +%d) overlaps [%d, %d)", off, n, iv[i-1].lo, iv[i-1].hi))
+	}
+	joinPrev := i > 0 && iv[i-1].hi == off
+	joinNext := i < len(iv) && iv[i].lo == end
+	switch {
+	case joinPrev && joinNext:
+		iv[i-1].hi = iv[i].hi
+		s.ivals = append(iv[:i], iv[i+1:]...)
+	case joinPrev:
+		iv[i-1].hi = end
+	case joinNext:
+		iv[i].lo = off
+	default:
+		if len(iv) >= clientMaxFragments {
+			return protoErr(fmt.Sprintf("READ reply in more than %d pieces", clientMaxFragments))
+		}
+		iv = append(iv, clientIval{})
+		copy(iv[i+1:], iv[i:])
+		iv[i] = clientIval{off, end}
+		s.ivals = iv
 	}
 	s.covered += n
 	return nil
@@ -782,6 +813,9 @@ func (s *clientSlot) cover(off, n uint64) error {
 // addExtents records a BLOCK_STATUS payload for slot s.
 func (s *clientSlot) addExtents(contexts []MetaContext, b []byte) error {
 	start := len(s.ext)
+	if start+(len(b)-BlockStatusHeaderSize)/ExtentSize > clientMaxExtents {
+		return protoErr(fmt.Sprintf("BLOCK_STATUS reply of more than %d extents", clientMaxExtents))
+	}
 	id, ext, err := ParseBlockStatus(b, s.ext)
 	s.ext = ext
 	if err != nil {

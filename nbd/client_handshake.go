@@ -58,6 +58,10 @@ const clientMaxOptionReply = 4 + 2*MaxStringLength
 // INFO), so a server cannot keep the client reading forever.
 const clientMaxReplies = 1 << 16
 
+// clientMaxListBytes bounds what the client keeps of the replies to one
+// LIST or META_CONTEXT option.
+const clientMaxListBytes = 16 << 20
+
 // Negotiator drives the option phase of one connection by hand, as
 // libnbd's "opt mode" does: list exports, query an export, list or set
 // metadata contexts, then Go into transmission (or Abort). Dial and
@@ -333,6 +337,7 @@ func (n *Negotiator) List(ctx context.Context) ([]ExportEntry, error) {
 		return nil, err
 	}
 	var out []ExportEntry
+	kept := 0
 	err := n.with(ctx, func() error {
 		if err := n.send(OptList, nil); err != nil {
 			return err
@@ -352,6 +357,9 @@ func (n *Negotiator) List(ctx context.Context) ([]ExportEntry, error) {
 				name, desc, err := ParseServerReply(d)
 				if err != nil {
 					return err
+				}
+				if kept += len(d); kept > clientMaxListBytes {
+					return protoErr("LIST replies of more than 16 MiB")
 				}
 				out = append(out, ExportEntry{Name: name, Description: desc})
 			default:
@@ -380,6 +388,7 @@ func (n *Negotiator) metaContexts(ctx context.Context, o OptionCode, export stri
 		}
 	}
 	var out []MetaContext
+	kept := 0
 	err := n.with(ctx, func() error {
 		data := AppendMetaContextRequest(nil, &MetaContextRequest{Export: export, Queries: queries})
 		if err := n.send(o, data); err != nil {
@@ -400,6 +409,9 @@ func (n *Negotiator) metaContexts(ctx context.Context, o OptionCode, export stri
 				id, name, err := ParseMetaContextReply(d)
 				if err != nil {
 					return err
+				}
+				if kept += len(d); kept > clientMaxListBytes {
+					return protoErr(o.String() + " replies of more than 16 MiB")
 				}
 				if o == OptSetMetaContext {
 					for _, m := range out {

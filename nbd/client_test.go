@@ -841,3 +841,37 @@ func TestClientErrnoStrings(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+// Chunks of one READ in any order, adjacent or not, are accepted once each
+// and merged; an overlap anywhere is caught.
+func TestClientCover(t *testing.T) {
+	s := &clientSlot{off: 1000, length: 100}
+	for _, r := range [][2]uint64{{1050, 10}, {1000, 10}, {1090, 10}, {1010, 40}, {1060, 30}} {
+		if err := s.cover(r[0], r[1]); err != nil {
+			t.Fatalf("cover %v: %v", r, err)
+		}
+	}
+	if s.covered != 100 || len(s.ivals) != 1 || s.ivals[0] != (clientIval{1000, 1100}) {
+		t.Fatalf("covered %d in %v", s.covered, s.ivals)
+	}
+	s = &clientSlot{off: 0, length: 100}
+	for _, r := range [][2]uint64{{10, 10}, {40, 10}} {
+		if err := s.cover(r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range [][2]uint64{{15, 1}, {5, 6}, {19, 22}, {0, 101}, {45, 100}, {30, 11}} {
+		if err := s.cover(bad[0], bad[1]); !clientIsProto(err) {
+			t.Errorf("cover %v accepted over %v", bad, s.ivals)
+		}
+	}
+	// Every other byte first, then the rest: bounded pieces.
+	s = &clientSlot{off: 0, length: 1 << 20}
+	var err error
+	for o := uint64(0); o < 1<<20 && err == nil; o += 2 {
+		err = s.cover(o, 1)
+	}
+	if !clientIsProto(err) || len(s.ivals) > clientMaxFragments {
+		t.Fatalf("fragmented reply: %v with %d pieces", err, len(s.ivals))
+	}
+}
