@@ -191,6 +191,9 @@ func BenchmarkSendFile(b *testing.B) {
 				defer s.Close()
 				buf := make([]byte, benchPayload)
 				var off int64
+				if _, err := f.Seek(0, io.SeekStart); err != nil { // Splice reads from the position
+					b.Fatal(err)
+				}
 				b.SetBytes(benchPayload)
 				b.ReportAllocs()
 				for b.Loop() {
