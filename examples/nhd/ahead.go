@@ -36,6 +36,8 @@ type ahead struct {
 	job   job   // the job in flight
 	fetch bool  // the job in flight is a read-ahead of job.off
 	err   error // a write behind that failed, not yet reported
+
+	hits, misses, behind int64 // read-ahead used, reads made on demand, writes behind
 }
 
 type job struct {
@@ -119,7 +121,9 @@ func (a *ahead) read(src io.ReaderAt, off, n int64) ([]byte, error) {
 	if wasFetch && err == nil && fetchOff == off && int64(len(a.job.buf)) == n {
 		a.cur ^= 1 // the fetched buffer becomes the drive's
 		buf = a.bufs[a.cur][:n]
+		a.hits++
 	} else {
+		a.misses++
 		buf = a.bufs[a.cur][:n]
 		if m, err := src.ReadAt(buf, off); int64(m) < n {
 			if err == nil || errors.Is(err, io.EOF) {
@@ -155,6 +159,7 @@ func (a *ahead) writeBuffer(n int64) ([]byte, error) {
 // makes the other buffer the drive's, after the write before it is done.
 func (a *ahead) writeBehind(buf []byte, off int64) {
 	a.wait()
+	a.behind++
 	a.start(job{write: true, buf: buf, off: off})
 	a.cur ^= 1
 }

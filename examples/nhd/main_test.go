@@ -11,9 +11,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/internal/testenv"
 	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nbd/nbdtest"
 )
@@ -68,7 +70,7 @@ func TestDefaultReport(t *testing.T) {
 		`\+ pipelined in chunks ` + num + ` ` + num + ` ` + num + ` fill ` + num + ` [-+]` + num + `% x` + num,
 		`\+ pipelined across commands ` + num + ` ` + num + ` ` + num + ` pipelined ` + num + ` [-+]` + num + `% x` + num,
 		`write store-and-forward ` + num,
-		`read: before -> after \(series\) x` + num + `, pipelined vs series x` + num + `; the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s`,
+		`read: before -> after \(series\) x` + num + `; pipelined vs series x` + num + ` in chunks, x` + num + ` across commands; the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s`,
 		`write: before -> after \(series\) x` + num,
 		`read: pipelining in 16 KiB chunks makes 4 NBD requests of one: 3 more at -?` + num + ` us each \(fitted\) to hide at most ` + num + ` us of front end`,
 		`model error: worst ` + num + `% over 12 rows`,
@@ -384,5 +386,24 @@ func TestParseWorkload(t *testing.T) {
 		if _, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q): no error", in)
 		}
+	}
+}
+
+// TestNbdkit runs the bridge against nbdkit's memory plugin through -uri.
+func TestNbdkit(t *testing.T) {
+	nbdkit := testenv.Need(t, "nbdkit", "nbdkit")
+	sock := testenv.SocketPath(t, "nbdkit.sock")
+	p := testenv.Start(t, nbdkit, "--foreground", "--exit-with-parent", "--unix", sock, "memory", "size=16M")
+	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
+	out, err := runArgs(t, "-uri", "nbd+unix:///?socket="+sock, "-span", "4m", "-bytes", "512k", "-workload", "randrw70", "-depth", "2", "-table=false", "-json")
+	if err != nil {
+		t.Fatalf("%v\nnbdkit: %s", err, p.Output())
+	}
+	var rep report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.DiskSize != 16<<20 || len(rep.Phases) != 2 || rep.Phases[1].Verified == 0 || rep.Phases[1].Verified != rep.Phases[1].Ops {
+		t.Errorf("size %d, phases %+v", rep.DiskSize, rep.Phases)
 	}
 }
