@@ -289,7 +289,7 @@ func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flag
 		_ = c.nc.SetWriteDeadline(time.Time{})
 	}
 	<-c.wsem
-	if err != nil && written == 0 && ctx.Err() != nil && !c.isTLS() {
+	if err != nil && written == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) && !c.isTLS() {
 		// Nothing of the request went out: take it back.
 		return c.unsend(s, ctx.Err())
 	}

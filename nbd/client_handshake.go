@@ -121,9 +121,14 @@ func (n *Negotiator) with(ctx context.Context, f func() error) error {
 	if d, ok := ctx.Deadline(); ok {
 		_ = n.conn.SetDeadline(d)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = n.conn.SetDeadline(time.Unix(1, 0)) })
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = n.conn.SetDeadline(time.Unix(1, 0))
+		close(fired)
+	})
 	err := f()
 	if !stop() {
+		<-fired // so the deadline cannot land after the reset below
 		if err == nil {
 			err = ctx.Err()
 		} else {
