@@ -63,8 +63,9 @@ func bridgeFor(pipelined bool) variant {
 	return variants[3]
 }
 
-// chunkSize is the piece of a command the pipelined bridge moves at a
-// time: one NBD request, overlapped with the DMA of the piece before it.
+// defaultChunk is the piece of a command the bridge pipelined in chunks
+// moves at a time: one NBD request, overlapped with the DMA of the piece
+// before it.
 const defaultChunk = 16 << 10
 
 // A drive is one emulated NHD: an ATA device whose backend is the NBD
@@ -105,15 +106,18 @@ func newDrive(v variant, be ata.Backend, sectors uint64, bs, chunk int) (*drive,
 	if v.InFlight {
 		cfg.Tap = &d.path.sum
 	}
-	if !v.ZeroCopy {
-		d.path.stage = make([]byte, bs)
-	}
-	if v.Ahead {
+	switch {
+	case v.Ahead:
 		d.path.ahead = newAhead(be, bs)
 		be = &cachedBackend{Backend: be, a: d.path.ahead}
+	case !v.ZeroCopy:
+		d.path.stage = make([]byte, bs)
 	}
 	eng, err := dma.New(cfg)
 	if err != nil {
+		if d.path.ahead != nil {
+			d.path.ahead.close()
+		}
 		return nil, err
 	}
 	d.eng = eng
@@ -135,7 +139,7 @@ func newDrive(v variant, be ata.Backend, sectors uint64, bs, chunk int) (*drive,
 		DMA:     &d.path,
 	})
 	if err != nil {
-		eng.Close()
+		d.Close()
 		return nil, err
 	}
 	d.dev = dev

@@ -82,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(io.Discard)
 	c := &config{}
 	var bytesFlag, sizeFlag, spanFlag, chunkFlag string
-	fs.StringVar(&c.URI, "uri", "", "NBD server to use (nbd://host:port/export, nbd+unix:///export?socket=path); empty starts one in process")
+	fs.StringVar(&c.URI, "uri", "", "NBD server to use (nbd://host:port/export, nbd+unix:///export?socket=path); empty starts one in process. The workload OVERWRITES the export's first -span bytes")
 	fs.StringVar(&c.Workload, "workload", "seq64k", "seq64k, rand4k, randrw70, or custom: bs=SIZE,read=PCT,rand|seq")
 	fs.DurationVar(&c.Duration, "duration", time.Second, "how long each phase of the workload runs (Table 4 measures each direction for 4 times as long)")
 	fs.StringVar(&bytesFlag, "bytes", "", "bytes each phase moves, instead of -duration (4m, 1g)")
@@ -161,14 +161,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer prog.done()
 	rep, err := bridgeRun(ctx, c, prog)
 	prog.done()
+	if rep == nil || (err != nil && len(rep.Phases) == 0) {
+		return err
+	}
+	// A run that failed or was interrupted still reports the phases it
+	// finished, then the error.
+	var werr error
+	if c.JSON {
+		werr = writeJSON(stdout, rep)
+	} else {
+		var b strings.Builder
+		rep.writeText(&b)
+		_, werr = io.WriteString(stdout, b.String())
+	}
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		return writeJSON(stdout, rep)
-	}
-	var b strings.Builder
-	rep.writeText(&b)
-	_, err = io.WriteString(stdout, b.String())
-	return err
+	return werr
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -405,5 +406,20 @@ func TestNbdkit(t *testing.T) {
 	}
 	if rep.DiskSize != 16<<20 || len(rep.Phases) != 2 || rep.Phases[1].Verified == 0 || rep.Phases[1].Verified != rep.Phases[1].Ops {
 		t.Errorf("size %d, phases %+v", rep.DiskSize, rep.Phases)
+	}
+}
+
+// TestInterrupted checks that a run stopped midway reports the phases it
+// finished before its error.
+func TestInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	err := run(ctx, []string{"-size", "64m", "-span", "4m", "-duration", "10s"}, &out, io.Discard)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("run: %v, want the context's error", err)
+	}
+	if !regexp.MustCompile(`(?m)^ +fill +64 KiB +64 `).MatchString(out.String()) {
+		t.Errorf("the report of the interrupted run lacks the finished fill phase:\n%s", out.String())
 	}
 }

@@ -74,7 +74,7 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 				err = fmt.Errorf("stopping the in-process NBD server: %w", serr)
 			}
 		}()
-		rep.Server = fmt.Sprintf("in-process NBD server, sparse memory disk on a unix socket")
+		rep.Server = "in-process NBD server, sparse memory disk on a unix socket"
 	} else {
 		rep.Server = uri
 	}
@@ -111,10 +111,10 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 
 	// Every block of the span is written once before the workload, so that
 	// every read has known data to verify.
-	prog.set("writing the %d MiB span", span>>20)
+	prog.set("writing the %s span", sizeText(span))
 	fill, err := runPhase(ctx, lanes, Workload{Name: "fill", BlockSize: bs}, budget{ops: span / int64(bs)})
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	rep.Phases = append(rep.Phases, fill)
 	for _, w := range c.phases {
@@ -125,20 +125,20 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 		}
 		res, err := runPhase(ctx, lanes, w, b)
 		if err != nil {
-			return nil, err
+			return rep, err
 		}
 		rep.Phases = append(rep.Phases, res)
 	}
 	for _, l := range lanes {
 		if err := l.d.flush(); err != nil {
-			return nil, err
+			return rep, err
 		}
 	}
 
 	if c.Table {
 		bn, err := newBench(ctx, client, remote, bs, c.Chunk, c.Seed, sectors)
 		if err != nil {
-			return nil, err
+			return rep, err
 		}
 		defer bn.Close()
 		per, minOps := 4*c.Duration, 0
@@ -146,7 +146,12 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 			per, minOps = 0, int(max(1, c.Bytes/int64(bs)/4))
 		}
 		if rep.Table, err = bn.measure(ctx, per, minOps, prog); err != nil {
-			return nil, err
+			return rep, err
+		}
+		for _, l := range bn.e2e {
+			if err := l.d.flush(); err != nil {
+				return rep, err
+			}
 		}
 	}
 	return rep, nil

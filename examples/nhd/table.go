@@ -60,8 +60,9 @@ func (d durs) median() time.Duration {
 }
 
 // bench is the state of the Table 4 measurements: for every variant a
-// drive over the NBD client and one over a local memory disk, each with
-// its host lane, and the bare NBD client and memory disk for the nodes.
+// drive over the NBD client (the bridge) and one over a local memory disk
+// (its front end alone), each with its host lane, and the bare NBD client
+// (the back end alone).
 type bench struct {
 	bs, chunk int
 	client    *nbd.Client
@@ -71,12 +72,11 @@ type bench struct {
 	e2e       []*lane
 	front     []*lane
 	buf       []byte
-	cursor    map[string]uint64
 }
 
 func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs, chunk int, seed uint64, sectors uint64) (*bench, error) {
 	span := int64(len(remote.gens)) * int64(bs)
-	b := &bench{bs: bs, chunk: chunk, client: client, remote: remote, buf: make([]byte, bs), cursor: map[string]uint64{}}
+	b := &bench{bs: bs, chunk: chunk, client: client, remote: remote, buf: make([]byte, bs)}
 	// The front end's memory disk is small enough to stay in the cache, so
 	// that what the front-end runs measure is the front end: its backend
 	// costs one cached copy per command.
@@ -149,11 +149,12 @@ func (b *bench) bareOp(be ata.Backend, dk *disk, blk uint64, write bool, chunk i
 }
 
 // measure builds the table. The nodes and the bridges are measured
-// interleaved command by command (every variant's front end and bridge,
-// the memory disk and the bare NBD client, in turn), so that whatever else
-// the machine does falls on all of them alike, and each is summarised by
-// its median time per command: on a shared machine the mean mostly
-// measures the neighbours.
+// interleaved, blockOps commands at a time (every variant's front end and
+// bridge, then the bare NBD client in whole commands and in chunks, in
+// turn) for per in each direction (at least minOps commands each), so that
+// whatever else the machine does falls on all of them alike, and each is
+// summarised by its median time per command: on a shared machine the mean
+// mostly measures the neighbours.
 func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog *progress) (*table, error) {
 	t := &table{BlockSize: b.bs, Chunk: min(b.chunk, b.bs), Bare: map[string]model.Rate{}, Request: map[string]model.Cost{}}
 	nv := len(variants)
@@ -163,6 +164,7 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 		write := dir == "write"
 		prog.set("Table 4: %s", dir)
 		front, e2e := make([]durs, nv), make([]durs, nv)
+		verified := make([]int64, nv)
 		var back, backChunk durs
 		w := Workload{Name: "table-" + dir, BlockSize: b.bs, ReadPct: 100}
 		if write {
@@ -194,6 +196,9 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 						d, err := side.l.step(ctx)
 						if err != nil {
 							return nil, fmt.Errorf("%s, %s: %w", side.err, variants[i].Name, err)
+						}
+						if side.l == b.e2e[i] {
+							verified[i]++
 						}
 						if j >= warmOps {
 							*side.out = append(*side.out, d)
@@ -238,7 +243,7 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 				bk = backChunk.median()
 			}
 			fr := front[i].median()
-			rw := row{Variant: v, Dir: dir, Front: rate(fr), Back: rate(bk), Measured: rate(e2e[i].median()), Verified: int64(len(e2e[i]))}
+			rw := row{Variant: v, Dir: dir, Front: rate(fr), Back: rate(bk), Measured: rate(e2e[i].median()), Verified: verified[i]}
 			nodes := model.Cascade{model.RateNode("front end", rw.Front), model.RateNode("back end", rw.Back)}
 			switch {
 			case v.Ahead:
