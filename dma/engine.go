@@ -77,6 +77,18 @@ var (
 	ErrClosed = errors.New("dma: engine closed")
 )
 
+// CopyTap is a tap that can also move the bytes it observes, in one pass
+// over them (integrated layer processing): CopyAndWrite copies src into dst,
+// which is at least as long, and observes src as Write would. Package
+// checksum's Checksummer is one. When Config.Tap is a CopyTap the engine
+// routes its own copy through it (FIFO to host memory on a read, host
+// memory to FIFO on a write) instead of calling Write and then copy, so the
+// data is read once.
+type CopyTap interface {
+	io.Writer
+	CopyAndWrite(dst, src []byte) int
+}
+
 // TapFunc adapts a function to a Config.Tap.
 type TapFunc func(p []byte)
 
@@ -107,7 +119,9 @@ type Config struct {
 	// TapFunc adapts a function. Tap must not retain or modify the slice.
 	// An error from Tap aborts the transfer. On a transfer that fails, the
 	// tap may have seen a chunk the destination then refused. In Streaming
-	// mode Tap runs on the engine's worker goroutine.
+	// mode Tap runs on the engine's worker goroutine, except that a CopyTap
+	// on a write runs on the calling goroutine; it is never called
+	// concurrently.
 	Tap io.Writer
 	// Clock is the engine's time source; nil means a new WallClock.
 	Clock Clock
@@ -188,6 +202,7 @@ type Engine struct {
 	mode   Mode
 	chunk  int
 	tap    io.Writer
+	ctap   CopyTap // tap, when it can copy
 	clock  Clock
 	timing *Timing
 	f      *fifo.FIFO
@@ -277,6 +292,9 @@ func New(c Config) (*Engine, error) {
 		ctx:    context.Background(),
 		start:  newEvent(),
 		done:   newEvent(),
+	}
+	if ct, ok := c.Tap.(CopyTap); ok {
+		e.ctap = ct
 	}
 	if e.timing != nil {
 		e.ready = make([]time.Duration, c.FIFOBlocks)
@@ -573,7 +591,7 @@ func (e *Engine) produce(s *side, k int) error {
 			return e.prodErr
 		}
 	} else {
-		s.cur.copyOut(&e.sg, buf)
+		s.cur.copyOut(&e.sg, buf, e.ctap)
 		s.copied += int64(len(buf))
 	}
 	if t := e.timing; t != nil {
@@ -609,7 +627,7 @@ func (e *Engine) consume(s *side, k int) error {
 		return err
 	}
 	nb := len(buf) / SectorSize
-	if e.tap != nil {
+	if e.tap != nil && e.ctap == nil {
 		if m, err := e.tap.Write(buf); err != nil || m != len(buf) {
 			if err == nil {
 				err = io.ErrShortWrite
@@ -619,7 +637,7 @@ func (e *Engine) consume(s *side, k int) error {
 		}
 	}
 	if e.dir == ToHost {
-		s.cur.copyIn(&e.sg, buf)
+		s.cur.copyIn(&e.sg, buf, e.ctap)
 		s.copied += int64(len(buf))
 	} else {
 		m, err := e.dst.WriteAt(buf, e.off+s.pos)

@@ -33,14 +33,18 @@ type engineMachine struct {
 const modelDevice = 40 * SectorSize
 
 func newEngineMachine(t *rapid.T) *engineMachine {
-	s := &engineMachine{tap: rapid.Bool().Draw(t, "tap")}
+	tapKind := rapid.IntRange(0, 2).Draw(t, "tapKind") // none, TapFunc, CopyTap
+	s := &engineMachine{tap: tapKind != 0}
 	cfg := Config{
 		Mode:         rapid.SampledFrom([]Mode{Streaming, StoreAndForward}).Draw(t, "mode"),
 		FIFOBlocks:   rapid.IntRange(1, 12).Draw(t, "fifoBlocks"),
 		ChunkSectors: rapid.IntRange(1, 12).Draw(t, "chunk"),
 	}
-	if s.tap {
+	switch tapKind {
+	case 1:
 		cfg.Tap = TapFunc(func(p []byte) { s.tapped = append(s.tapped, p...) })
+	case 2:
+		cfg.Tap = &recordingCopyTap{seen: &s.tapped}
 	}
 	s.e = mustEngine(t, cfg)
 	s.m.mode = cfg.Mode

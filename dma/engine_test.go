@@ -493,12 +493,18 @@ func TestNoAllocs(t *testing.T) {
 	for _, m := range []Mode{Streaming, StoreAndForward} {
 		tm := PaperAfter()
 		for _, timing := range []*Timing{nil, &tm} {
-			e := mustEngine(t, Config{Mode: m, Timing: timing, Clock: &VirtualClock{}, Tap: crc32.NewIEEE()})
+			var seen []byte
+			var tap io.Writer = crc32.NewIEEE()
+			if timing != nil {
+				tap = &recordingCopyTap{seen: &seen}
+			}
+			e := mustEngine(t, Config{Mode: m, Timing: timing, Clock: &VirtualClock{}, Tap: tap})
 			host := make([]byte, n)
 			e.SetRegions(host[:n/2], host[n/2:])
 			dev := bytes.NewReader(make([]byte, n))
 			wdev := newDev(make([]byte, n))
 			run := func() {
+				seen = seen[:0]
 				if err := e.DeviceToHost(dev, 0, n); err != nil {
 					t.Fatal(err)
 				}
@@ -614,5 +620,58 @@ func TestNamesAndClocks(t *testing.T) {
 	l := NewSGList([]byte("ab"), []byte("cd"))
 	if string(l.Region(1)) != "cd" {
 		t.Fatal("Region")
+	}
+}
+
+// recordingCopyTap is a CopyTap that records what it sees.
+type recordingCopyTap struct {
+	seen   *[]byte
+	writes int
+}
+
+func (r *recordingCopyTap) Write(p []byte) (int, error) {
+	r.writes++
+	*r.seen = append(*r.seen, p...)
+	return len(p), nil
+}
+
+func (r *recordingCopyTap) CopyAndWrite(dst, src []byte) int {
+	if len(dst) < len(src) {
+		panic("dst shorter than src")
+	}
+	copy(dst, src)
+	*r.seen = append(*r.seen, src...)
+	return len(src)
+}
+
+// TestCopyTap: a tap that can copy does the engine's copy, once per byte, in
+// order, and is never asked to Write.
+func TestCopyTap(t *testing.T) {
+	const n = 24 * SectorSize
+	for _, m := range []Mode{Streaming, StoreAndForward} {
+		var seen []byte
+		tap := &recordingCopyTap{seen: &seen}
+		e := mustEngine(t, Config{Mode: m, Tap: tap, FIFOBlocks: 8, ChunkSectors: 4})
+		host := [][]byte{make([]byte, 1000), make([]byte, 3000), make([]byte, n-4000)}
+		e.SetRegions(host...)
+		data := pattern(n, 8)
+		if err := e.DeviceToHost(newDev(data), 0, n); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(concat(host), data) || !bytes.Equal(seen, data) {
+			t.Fatalf("%v read: host or tap differ from the device", m)
+		}
+		seen = seen[:0]
+		dev := newDev(make([]byte, n))
+		if err := e.HostToDevice(dev, 0, n); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dev.b, data) || !bytes.Equal(seen, data) {
+			t.Fatalf("%v write: device or tap differ from host memory", m)
+		}
+		if tap.writes != 0 || e.Last().CopiesPerByte() != 1 {
+			t.Fatalf("%v: %d Writes, %v copies per byte", m, tap.writes, e.Last().CopiesPerByte())
+		}
+		e.Close()
 	}
 }

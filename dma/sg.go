@@ -165,7 +165,7 @@ func (l *SGList) ReadAt(p []byte, off int64) (int, error) {
 	}
 	var c cursor
 	c.seek(l, off)
-	n := c.copyOut(l, p)
+	n := c.copyOut(l, p, nil)
 	if n < len(p) {
 		return n, io.EOF
 	}
@@ -183,7 +183,7 @@ func (l *SGList) WriteAt(p []byte, off int64) (int, error) {
 	}
 	var c cursor
 	c.seek(l, off)
-	return c.copyIn(l, p), nil
+	return c.copyIn(l, p, nil), nil
 }
 
 // cursor walks an SGList sequentially without searching: the engine keeps
@@ -198,15 +198,24 @@ func (c *cursor) seek(l *SGList, pos int64) {
 	c.r, c.off, _ = l.Locate(pos)
 }
 
-// copyIn copies p into the list at c and advances c. The caller checked the
-// room.
-func (c *cursor) copyIn(l *SGList, p []byte) int {
+// copyIn copies p into the list at c and advances c; with t, t copies and
+// observes each piece in one pass. The caller checked the room.
+func (c *cursor) copyIn(l *SGList, p []byte, t CopyTap) int {
 	n := 0
 	for n < len(p) {
 		for c.off == len(l.regions[c.r]) {
 			c.r, c.off = c.r+1, 0
 		}
-		k := copy(l.regions[c.r][c.off:], p[n:])
+		dst, src := l.regions[c.r][c.off:], p[n:]
+		if len(src) > len(dst) {
+			src = src[:len(dst)]
+		}
+		k := len(src)
+		if t != nil {
+			t.CopyAndWrite(dst, src)
+		} else {
+			copy(dst, src)
+		}
 		c.copies++
 		c.off += k
 		n += k
@@ -215,15 +224,24 @@ func (c *cursor) copyIn(l *SGList, p []byte) int {
 }
 
 // copyOut copies from the list at c into p and advances c, stopping at the
-// end of the list.
-func (c *cursor) copyOut(l *SGList, p []byte) int {
+// end of the list; with t, t copies and observes each piece in one pass.
+func (c *cursor) copyOut(l *SGList, p []byte, t CopyTap) int {
 	n := 0
 	for n < len(p) && c.r < len(l.regions) {
 		if c.off == len(l.regions[c.r]) {
 			c.r, c.off = c.r+1, 0
 			continue
 		}
-		k := copy(p[n:], l.regions[c.r][c.off:])
+		dst, src := p[n:], l.regions[c.r][c.off:]
+		if len(src) > len(dst) {
+			src = src[:len(dst)]
+		}
+		k := len(src)
+		if t != nil {
+			t.CopyAndWrite(dst, src)
+		} else {
+			copy(dst, src)
+		}
 		c.copies++
 		c.off += k
 		n += k
