@@ -103,27 +103,16 @@ func TestPropertyOutputs(t *testing.T) {
 		n := rapid.IntRange(0, 300).Draw(t, "units")
 		m := rapid.IntRange(0, 5).Draw(t, "stages")
 		nodes := m + 2
-		fail := rapid.IntRange(-1, nodes-1).Draw(t, "failing stage") // -1: none
-		failAt := -1
-		if fail >= 0 {
-			failAt = rapid.IntRange(0, n).Draw(t, "failing unit") // n: never reached
-		}
-		abort := rapid.Bool().Draw(t, "abort on error")
-		at := func(i int) int {
-			if i == fail {
-				return failAt
-			}
-			return -1
-		}
 
-		l := From("src", Source[unit](&unitSource{n: n, failAt: at(0)}))
+		src := &unitSource{n: n, failAt: -1}
+		l := From("src", Source[unit](src))
 		fns := make([]*affine, m)
 		parallel := make([]bool, nodes)
 		for i := range fns {
 			f := &affine{
 				a:      rapid.IntRange(-3, 3).Draw(t, "a"),
 				b:      rapid.IntRange(-100, 100).Draw(t, "b"),
-				failAt: at(i + 1),
+				failAt: -1,
 			}
 			fns[i] = f
 			name := fmt.Sprintf("f%d", i+1)
@@ -131,21 +120,17 @@ func TestPropertyOutputs(t *testing.T) {
 				parallel[i+1] = true
 				workers := rapid.IntRange(1, 4).Draw(t, "workers")
 				c := rapid.IntRange(1, 5).Draw(t, "capacity")
-				l = Parallel(l, c, name, workers, func(int) Stage[unit, unit] { return &affine{f.a, f.b, f.failAt} })
+				// The workers share f: it is read-only during a run.
+				l = Parallel(l, c, name, workers, func(int) Stage[unit, unit] { return f })
 				continue
 			}
 			l = Then(l, genUnitLink(t, "link", parallel[i]), name, Stage[unit, unit](f))
 		}
-		sink := &unitSink{failAt: at(nodes - 1)}
+		sink := &unitSink{failAt: -1}
 		p, err := l.To(genUnitLink(t, "sink link", parallel[nodes-2]), "sink", sink)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Instrument = rapid.Bool().Draw(t, "instrument")
-		p.AbortOnError = abort
-
-		r, err := p.Run(context.Background())
-
 		var want []int
 		for x := range n {
 			for _, f := range fns {
@@ -153,75 +138,104 @@ func TestPropertyOutputs(t *testing.T) {
 			}
 			want = append(want, x)
 		}
-		failed := fail >= 0 && failAt < n
-		if !failed {
-			if err != nil {
-				t.Fatalf("Run: %v", err)
+		// The same pipeline runs several times, failing or not: each run
+		// starts clean whatever the last one left in its queues.
+		for range rapid.IntRange(1, 3).Draw(t, "runs") {
+			fail := rapid.IntRange(-1, nodes-1).Draw(t, "failing stage") // -1: none
+			failAt := -1
+			if fail >= 0 {
+				failAt = rapid.IntRange(0, n).Draw(t, "failing unit") // n: never reached
 			}
-			if diff := cmp.Diff(want, sink.got, cmpEmpty); diff != "" {
-				t.Fatalf("outputs (-want +got):\n%s", diff)
-			}
-			for _, s := range r.Stages {
-				if s.Units != uint64(n) || s.State != StateDone {
-					t.Fatalf("stage %q: %d units, %v; want %d, done", s.Name, s.Units, s.State, n)
+			at := func(i int) int {
+				if i == fail {
+					return failAt
 				}
+				return -1
 			}
-			if r.Units != uint64(n) || r.Err != "" {
-				t.Fatalf("report: %d units, error %q", r.Units, r.Err)
+			src.i, src.failAt = 0, at(0)
+			for i, f := range fns {
+				f.failAt = at(i + 1)
 			}
-			return
-		}
-		var se *StageError
-		if !errors.As(err, &se) || !errors.Is(err, errBoom) {
-			t.Fatalf("Run: %v, want a *StageError wrapping errBoom", err)
-		}
-		if se.Index != fail || se.Unit != uint64(failAt) || se.Stage != r.Stages[fail].Name {
-			t.Fatalf("StageError %+v, want stage %d unit %d", se, fail, failAt)
-		}
-		if r.Err != err.Error() {
-			t.Fatalf("report error %q, Run's %q", r.Err, err)
-		}
-		if abort {
-			// Everything stops: the sink saw a prefix of the stream before
-			// the failed unit.
-			if len(sink.got) > failAt {
-				t.Fatalf("sink got %d units after a failure at unit %d", len(sink.got), failAt)
-			}
-			if diff := cmp.Diff(want[:len(sink.got)], sink.got, cmpEmpty); diff != "" {
-				t.Fatalf("outputs (-want +got):\n%s", diff)
-			}
-			if r.Stages[fail].State != StateFailed || r.Stages[fail].Err != errBoom.Error() {
-				t.Fatalf("failed stage: %+v", r.Stages[fail])
-			}
-			return
-		}
-		// Drain: the units before the failed one all reach the sink.
-		if diff := cmp.Diff(want[:failAt], sink.got, cmpEmpty); diff != "" {
-			t.Fatalf("outputs (-want +got):\n%s", diff)
-		}
-		for i, s := range r.Stages {
-			switch {
-			case i == fail:
-				// Workers of a parallel stage may complete units past the
-				// failed one; they are dropped.
-				if s.State != StateFailed || s.Err != errBoom.Error() ||
-					s.Units < uint64(failAt) || (!parallel[i] && s.Units != uint64(failAt)) {
-					t.Fatalf("failed stage %d: %+v", i, s)
-				}
-			case i > fail:
-				if s.State != StateDone || s.Units != uint64(failAt) || s.Err != "" {
-					t.Fatalf("stage %d after the failure: %+v", i, s)
-				}
-			default:
-				if (s.State != StateDone && s.State != StateStopped) || s.Units < uint64(failAt) || s.Err != "" {
-					t.Fatalf("stage %d before the failure: %+v", i, s)
-				}
-			}
-		}
-		if r.Units != uint64(failAt) {
-			t.Fatalf("report: %d units, want %d", r.Units, failAt)
+			sink.got, sink.failAt = nil, at(nodes-1)
+			p.Instrument = rapid.Bool().Draw(t, "instrument")
+			p.AbortOnError = rapid.Bool().Draw(t, "abort on error")
+			r, err := p.Run(context.Background())
+			checkRun(t, r, err, want, sink.got, fail, failAt, p.AbortOnError, parallel)
 		}
 	})
+}
+
+// checkRun checks one run of TestPropertyOutputs against the contract.
+func checkRun(t *rapid.T, r Report, err error, want, got []int, fail, failAt int, abort bool, parallel []bool) {
+	n := len(want)
+	failed := fail >= 0 && failAt < n
+	if !failed {
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if diff := cmp.Diff(want, got, cmpEmpty); diff != "" {
+			t.Fatalf("outputs (-want +got):\n%s", diff)
+		}
+		for _, s := range r.Stages {
+			if s.Units != uint64(n) || s.State != StateDone {
+				t.Fatalf("stage %q: %d units, %v; want %d, done", s.Name, s.Units, s.State, n)
+			}
+		}
+		if r.Units != uint64(n) || r.Err != "" {
+			t.Fatalf("report: %d units, error %q", r.Units, r.Err)
+		}
+		return
+	}
+	var se *StageError
+	if !errors.As(err, &se) || !errors.Is(err, errBoom) {
+		t.Fatalf("Run: %v, want a *StageError wrapping errBoom", err)
+	}
+	if se.Index != fail || se.Unit != uint64(failAt) || se.Stage != r.Stages[fail].Name {
+		t.Fatalf("StageError %+v, want stage %d unit %d", se, fail, failAt)
+	}
+	if r.Err != err.Error() {
+		t.Fatalf("report error %q, Run's %q", r.Err, err)
+	}
+	if abort {
+		// Everything stops: the sink saw a prefix of the stream before
+		// the failed unit.
+		if len(got) > failAt {
+			t.Fatalf("sink got %d units after a failure at unit %d", len(got), failAt)
+		}
+		if diff := cmp.Diff(want[:len(got)], got, cmpEmpty); diff != "" {
+			t.Fatalf("outputs (-want +got):\n%s", diff)
+		}
+		if r.Stages[fail].State != StateFailed || r.Stages[fail].Err != errBoom.Error() {
+			t.Fatalf("failed stage: %+v", r.Stages[fail])
+		}
+		return
+	}
+	// Drain: the units before the failed one all reach the sink.
+	if diff := cmp.Diff(want[:failAt], got, cmpEmpty); diff != "" {
+		t.Fatalf("outputs (-want +got):\n%s", diff)
+	}
+	for i, s := range r.Stages {
+		switch {
+		case i == fail:
+			// Workers of a parallel stage may complete units past the
+			// failed one; they are dropped.
+			if s.State != StateFailed || s.Err != errBoom.Error() ||
+				s.Units < uint64(failAt) || (!parallel[i] && s.Units != uint64(failAt)) {
+				t.Fatalf("failed stage %d: %+v", i, s)
+			}
+		case i > fail:
+			if s.State != StateDone || s.Units != uint64(failAt) || s.Err != "" {
+				t.Fatalf("stage %d after the failure: %+v", i, s)
+			}
+		default:
+			if (s.State != StateDone && s.State != StateStopped) || s.Units < uint64(failAt) || s.Err != "" {
+				t.Fatalf("stage %d before the failure: %+v", i, s)
+			}
+		}
+	}
+	if r.Units != uint64(failAt) {
+		t.Fatalf("report: %d units, want %d", r.Units, failAt)
+	}
 }
 
 // cmpEmpty treats nil and empty slices alike.
@@ -563,6 +577,35 @@ func TestRunCancelled(t *testing.T) {
 		r, err := p.Run(canceledCtx())
 		if !errors.Is(err, context.Canceled) || src.i != 0 || r.Units != 0 {
 			t.Fatalf("%v: Run: %v; source gave %d, sink got %d", mk(), err, src.i, r.Units)
+		}
+	}
+}
+
+// TestRunAgainAfterFailure: a run cut by a failure leaves units in its
+// queues; the next run starts clean.
+func TestRunAgainAfterFailure(t *testing.T) {
+	checkNoLeaks(t)
+	for _, mk := range linkMakers(4) {
+		fail := true
+		src := &counter{n: 50}
+		st := StageFunc[int, int](func(ctx context.Context, x int) (int, error) {
+			if fail && x == 10 {
+				return 0, errBoom
+			}
+			return x, nil
+		})
+		sink := &collect[int]{}
+		p, err := Then(From("src", Source[int](src)), mk(), "st", Stage[int, int](st)).To(mk(), "sink", sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Run(context.Background()); !errors.Is(err, errBoom) || len(sink.got) != 10 {
+			t.Fatalf("%v: first run: %v, %d units", mk(), err, len(sink.got))
+		}
+		fail, src.i, sink.got = false, 0, nil
+		r, err := p.Run(context.Background())
+		if err != nil || len(sink.got) != 50 || sink.got[0] != 0 || sink.got[49] != 49 || r.Stages[1].State != StateDone {
+			t.Fatalf("%v: second run: %v, %d units %v", mk(), err, len(sink.got), sink.got)
 		}
 	}
 }

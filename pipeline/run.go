@@ -55,7 +55,6 @@ type segment struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	halt   atomic.Bool // ctx is done
 }
 
 // runner runs a segment's loop. It checks halt, set once ctx is done, before
@@ -392,10 +391,19 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 
 // run runs the segment to its end and records how its stages ended.
 func (s *segment) run() {
-	s.halt.Store(s.ctx.Err() != nil) // AfterFunc would set it late
-	unhook := context.AfterFunc(s.ctx, func() { s.halt.Store(true) })
-	err := s.head.run(s.ctx, &s.halt)
+	// A flag of its own for each run: AfterFunc runs its function on a
+	// goroutine of its own, possibly after unhook, so a flag shared across
+	// runs could be set by the last run's cancellation.
+	halt := new(atomic.Bool)
+	halt.Store(s.ctx.Err() != nil) // AfterFunc would set it late
+	unhook := context.AfterFunc(s.ctx, func() { halt.Store(true) })
+	err := s.head.run(s.ctx, halt)
 	unhook()
+	if err != nil {
+		// Nothing upstream may wait for a segment that has ended early
+		// (its context is done already, unless its input was cut).
+		s.cancel()
+	}
 	if s.last == len(s.p.nodes)-1 {
 		s.p.progress.Store(s.p.nodes[s.last].units)
 	}
