@@ -19,6 +19,9 @@ const serverHeadroom = ChunkHeaderSize + OffsetDataHeaderSize
 // serverHoleChunkSize is the size of a whole OFFSET_HOLE chunk.
 const serverHoleChunkSize = ChunkHeaderSize + OffsetHoleSize
 
+// serverInlineWrite is the largest write the reader serves itself.
+const serverInlineWrite = 8 << 10
+
 // serverMaxMessage bounds the message of an error chunk.
 const serverMaxMessage = 128
 
@@ -112,26 +115,59 @@ func (c *serverConn) transmit() error {
 // readRequests reads request headers and write payloads into free slots
 // and hands them to the workers. It returns nil on NBD_CMD_DISC, on a
 // client that hangs up between requests, and when Shutdown stops it.
-func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot) error {
+//
+// While more requests are already buffered, the reader holds the reply
+// writer ("the pen"): replies finished meanwhile queue up and go out
+// together in one writev when the burst is dispatched. It puts the pen
+// down before anything that may block (a read from the network, waiting
+// for a free slot), so no reply waits on the client or on itself.
+func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot) (err error) {
 	free := ts.free
 	br := bufio.NewReaderSize(c.netc, 64<<10)
 	maxPayload := c.export.maxPayload
+	holding := false
+	big := false // the last request was a write that bypassed br
+	release := func() {
+		if holding {
+			holding = false
+			c.releasePen(ts)
+		}
+	}
+	defer release()
 	for {
 		var s *serverSlot
 		select {
 		case s = <-free:
-		case <-c.ctx.Done():
-			return c.ctx.Err()
+		default:
+			release()
+			select {
+			case s = <-free:
+			case <-c.ctx.Done():
+				return c.ctx.Err()
+			}
 		}
-		if _, err := io.ReadFull(br, s.hdr[:]); err != nil {
+		if br.Buffered() < RequestSize {
+			release()
+		}
+		var rerr error
+		if big && br.Buffered() == 0 {
+			// After a large write, read the next header alone: through
+			// the buffer, the read would take the next payload with it
+			// and copy it twice.
+			_, rerr = io.ReadFull(c.netc, s.hdr[:])
+		} else {
+			_, rerr = io.ReadFull(br, s.hdr[:])
+		}
+		if rerr != nil {
 			free <- s
-			return c.readError(err, false)
+			return c.readError(rerr, false)
 		}
 		if err := s.req.Parse(&s.hdr); err != nil {
 			free <- s
 			return err // proto.md: bad magic, hard disconnect
 		}
 		s.errno, s.msg = 0, ""
+		big = s.req.Type == CmdWrite && int(s.req.Length) >= br.Size()/2
 		switch s.req.Type {
 		case CmdDisc:
 			// proto.md: handle all outstanding requests, then close.
@@ -139,6 +175,9 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 			return errServerHangUp
 		case CmdWrite:
 			l := s.req.Length
+			if br.Buffered() < int(min(l, serverDiscardLimit)) {
+				release()
+			}
 			if l > maxPayload {
 				// proto.md allows a hard disconnect for a payload large
 				// enough to be a denial of service, but not below 2^25.
@@ -159,15 +198,38 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 				}
 			}
 		}
-		if br.Buffered() == 0 {
-			// Nothing else has arrived: serve this one here rather than
-			// wake a worker, and read again when done (a client waiting
-			// for this reply sends nothing meanwhile).
+		if br.Buffered() < RequestSize && len(free) == cap(free)-1 && !(s.req.Type == CmdWrite && s.req.Length > serverInlineWrite) {
+			// The only request in flight and nothing more has arrived
+			// (a client waiting for this reply): serve it here rather
+			// than wake a worker. Not a large write: its payload came
+			// past the buffer, so more may be waiting on the socket, and
+			// copying it to the backend can overlap the next read.
 			c.handle(ts, s)
 			continue
 		}
+		if !holding {
+			holding = c.takePen(ts)
+		}
 		work <- s
 	}
+}
+
+// takePen makes the caller the reply writer if no one is writing: sends
+// queue their replies until releasePen.
+func (c *serverConn) takePen(ts *serverTransmitState) bool {
+	ts.wmu.Lock()
+	defer ts.wmu.Unlock()
+	if ts.writing {
+		return false
+	}
+	ts.writing = true
+	return true
+}
+
+// releasePen writes every queued reply and puts the pen down.
+func (c *serverConn) releasePen(ts *serverTransmitState) {
+	ts.wmu.Lock()
+	c.writeQueued(ts)
 }
 
 // readPayload fills p: first from what br has buffered, then straight
@@ -217,6 +279,13 @@ func (c *serverConn) send(ts *serverTransmitState, s *serverSlot, b []byte) {
 		return
 	}
 	ts.writing = true
+	c.writeQueued(ts)
+}
+
+// writeQueued writes the queue, batch by batch, until it is empty, and
+// puts the pen down. It is called with wmu held and the pen taken, and
+// returns with wmu released.
+func (c *serverConn) writeQueued(ts *serverTransmitState) {
 	for len(ts.queue) > 0 {
 		batch := ts.queue
 		ts.queue, ts.spare = ts.spare[:0], batch
