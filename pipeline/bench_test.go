@@ -96,6 +96,25 @@ func BenchmarkParallelUnit(b *testing.B) {
 	}
 }
 
+// BenchmarkDirect is the baseline for BenchmarkUnit: the same source, two
+// stages and sink called one after another in a plain loop, no pipeline.
+func BenchmarkDirect(b *testing.B) {
+	src := &loopSource{b: b, buf: make([]byte, 512)}
+	s1, s2, sink := &touch{}, &touch{}, &discard{}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(512)
+	for {
+		v, err := src.Next(ctx)
+		if err != nil {
+			break
+		}
+		v, _ = s1.Process(ctx, v)
+		v, _ = s2.Process(ctx, v)
+		_ = sink.Consume(ctx, v)
+	}
+}
+
 // BenchmarkUnit is the pipeline's cost per 512-byte unit through four
 // stages and three links of one kind, with instrumentation off and on.
 func BenchmarkUnit(b *testing.B) {

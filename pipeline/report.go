@@ -139,7 +139,6 @@ func (p *Pipeline) predict(r *Report) {
 	var all model.Cascade
 	segs := make([]model.Node, len(p.segs))
 	for si, sg := range p.segs {
-		terms := make([]model.Term, 0, sg.last-sg.first+1)
 		for i := sg.first; i <= sg.last; i++ {
 			s := r.Stages[i]
 			d := s.PerUnit
@@ -147,10 +146,10 @@ func (p *Pipeline) predict(r *Report) {
 				d = s.Busy // a stage that failed on its first unit
 			}
 			d /= time.Duration(s.Workers) // workers share the units
-			terms = append(terms, model.PerUnit(s.Name, k, d))
 			all = append(all, model.NewNode(s.Name, model.PerUnit(s.Name, k, d)))
 		}
-		segs[si] = model.NewNode(fmt.Sprintf("segment %d", si), terms...)
+		// A segment's stages take turns on each unit: in series.
+		segs[si] = model.Chain(fmt.Sprintf("segment %d", si), all[sg.first:sg.last+1]...)
 	}
 	pred := all.Predict(k)
 	for i, sh := range pred.Shares {
