@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultBlockSize is the block size New uses when Config.BlockSize is 0: one
@@ -84,6 +85,12 @@ type Config struct {
 	// Low and High are the watermarks in blocks, 0 <= Low < High <= Blocks.
 	// They are ignored when Notify is nil.
 	Low, High int
+	// Spin is how long a blocked call keeps re-checking the other side,
+	// yielding the processor, before it parks its goroutine: 0 means
+	// DefaultSpin, a negative value parks after a few checks. Spinning
+	// trades CPU time for latency: waking a parked goroutine costs
+	// microseconds.
+	Spin time.Duration
 }
 
 // ChanNotify returns a Notify function that sends each mark on ch without
@@ -116,14 +123,48 @@ type Stats struct {
 	Highs, Lows uint64
 }
 
+// DefaultSpin is how long a blocked call spins (re-checking the other
+// side, yielding the processor) before it parks, when Config.Spin is 0.
+const DefaultSpin = 20 * time.Microsecond
+
 // spinChecks is how often a waiting side re-checks the other side's index
-// before yielding, and spinYields how often it yields before it parks. On a
-// machine with a core per side the other side usually answers within the
-// spin, which is far cheaper than parking and waking a goroutine.
-const (
-	spinChecks = 64
-	spinYields = 16
-)
+// before it starts yielding. On a machine with a core per side the other
+// side usually answers within the spin, which is far cheaper than parking
+// and waking a goroutine (microseconds, more on a busy machine).
+const spinChecks = 64
+
+// spinner paces a waiting side: tight checks, then yields until the spin
+// time is up, then park.
+type spinner struct {
+	i        int
+	spin     time.Duration
+	deadline time.Time
+}
+
+// more reports whether to check again (after a yield, past the tight
+// checks) rather than park.
+func (s *spinner) more() bool {
+	s.i++
+	if s.i < spinChecks {
+		return true
+	}
+	if s.spin <= 0 {
+		return false
+	}
+	if s.i&7 == 0 {
+		now := time.Now()
+		if s.deadline.IsZero() {
+			s.deadline = now.Add(s.spin)
+		} else if now.After(s.deadline) {
+			return false
+		}
+	}
+	runtime.Gosched()
+	return true
+}
+
+// reset starts a new spin, after a wake-up.
+func (s *spinner) reset() { s.i, s.deadline = 0, time.Time{} }
 
 type pad [64]byte
 
@@ -162,6 +203,7 @@ type FIFO struct {
 	blocks int
 	cap    uint64
 	notify func(Mark)
+	spin   time.Duration
 	low    int64
 	high   int64
 	pWake  chan struct{}
@@ -201,6 +243,9 @@ func New(c Config) (*FIFO, error) {
 	if c.BlockSize == 0 {
 		c.BlockSize = DefaultBlockSize
 	}
+	if c.Spin == 0 {
+		c.Spin = DefaultSpin
+	}
 	if c.Blocks < 0 {
 		return nil, fmt.Errorf("%w: Blocks %d < 0", ErrConfig, c.Blocks)
 	}
@@ -220,6 +265,7 @@ func New(c Config) (*FIFO, error) {
 		blocks: c.Blocks,
 		cap:    uint64(c.Blocks),
 		notify: c.Notify,
+		spin:   c.Spin,
 		low:    int64(c.Low),
 		high:   int64(c.High),
 		pWake:  make(chan struct{}, 1),
@@ -416,7 +462,8 @@ func (f *FIFO) TryReserveN(n int) ([]byte, error) {
 func (f *FIFO) waitRoom(ctx context.Context, need uint64) error {
 	f.p.stalls.Add(1)
 	target := f.p.tail + need - f.cap // the head that frees need blocks
-	for i := 0; ; i++ {
+	sp := spinner{spin: f.spin}
+	for {
 		f.p.headCache = f.head.Load()
 		if f.p.headCache >= target {
 			return nil
@@ -424,11 +471,7 @@ func (f *FIFO) waitRoom(ctx context.Context, need uint64) error {
 		if f.closed.Load() {
 			return f.producerErr()
 		}
-		if i < spinChecks {
-			continue
-		}
-		if i < spinChecks+spinYields {
-			runtime.Gosched()
+		if sp.more() {
 			continue
 		}
 		f.pWait.Store(target)
@@ -442,7 +485,7 @@ func (f *FIFO) waitRoom(ctx context.Context, need uint64) error {
 			f.pWait.Store(0)
 			return ctx.Err()
 		}
-		i = 0
+		sp.reset()
 	}
 }
 
@@ -563,7 +606,8 @@ func (f *FIFO) TryPeekN(n int) ([]byte, error) {
 func (f *FIFO) waitData(ctx context.Context, need uint64) (uint64, error) {
 	target := f.c.head + need
 	stalled := false
-	for i := 0; ; i++ {
+	sp := spinner{spin: f.spin}
+	for {
 		// Load closed before tail: a producer commits before it closes, so
 		// a closed FIFO seen here has all its blocks visible below.
 		closed := f.closed.Load()
@@ -581,11 +625,7 @@ func (f *FIFO) waitData(ctx context.Context, need uint64) (uint64, error) {
 			stalled = true
 			f.c.stalls.Add(1)
 		}
-		if i < spinChecks {
-			continue
-		}
-		if i < spinChecks+spinYields {
-			runtime.Gosched()
+		if sp.more() {
 			continue
 		}
 		f.cWait.Store(target)
@@ -599,7 +639,7 @@ func (f *FIFO) waitData(ctx context.Context, need uint64) (uint64, error) {
 			f.cWait.Store(0)
 			return 0, ctx.Err()
 		}
-		i = 0
+		sp.reset()
 	}
 }
 

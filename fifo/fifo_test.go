@@ -34,17 +34,20 @@ func TestStress(t *testing.T) {
 		total         int // blocks
 		maxBatch      int
 		marks, closeE bool
+		spin          time.Duration
 	}{
-		{"sectors", 64, 512, 20000, 16, false, false},
-		{"tiny ring", 1, 512, 5000, 1, false, false},
-		{"odd sizes", 7, 13, 30000, 5, true, false},
-		{"close with error", 16, 64, 10000, 8, true, true},
+		{"sectors", 64, 512, 20000, 16, false, false, 0},
+		{"tiny ring", 1, 512, 5000, 1, false, false, 0},
+		{"odd sizes", 7, 13, 30000, 5, true, false, 0},
+		{"close with error", 16, 64, 10000, 8, true, true, 0},
+		{"park at once", 4, 512, 10000, 3, true, false, -1},
+		{"long spin", 4, 512, 10000, 3, false, false, time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			marks := map[Mark]int{}
-			c := Config{Blocks: tc.blocks, BlockSize: tc.bs}
+			c := Config{Blocks: tc.blocks, BlockSize: tc.bs, Spin: tc.spin}
 			if tc.marks {
 				c.Low, c.High = 1, tc.blocks-1
 				c.Notify = func(m Mark) { mu.Lock(); marks[m]++; mu.Unlock() }
