@@ -37,9 +37,9 @@ func Example() {
 		return nil
 	})
 
-	l := pipeline.From("numbers", pipeline.Source[int](&numbers{n: 6}))
-	sq := pipeline.Then(l, pipeline.Inline(), "square", pipeline.Stage[int, int](square))
-	lb := pipeline.Then(sq, pipeline.Ring(8), "label", pipeline.Stage[int, string](label))
+	l := pipeline.From("numbers", &numbers{n: 6})
+	sq := pipeline.Then(l, pipeline.Inline(), "square", square)
+	lb := pipeline.Then(sq, pipeline.Ring(8), "label", label)
 	p, err := lb.To(pipeline.Inline(), "collect", sink)
 	if err != nil {
 		fmt.Println(err)
@@ -72,8 +72,8 @@ func Example_failure() {
 		return x, nil
 	})
 	var got []int
-	p, err := pipeline.Then(pipeline.From("numbers", pipeline.Source[int](&numbers{n: 100})),
-		pipeline.Ring(2), "check", pipeline.Stage[int, int](check)).
+	p, err := pipeline.Then(pipeline.From("numbers", &numbers{n: 100}),
+		pipeline.Ring(2), "check", check).
 		To(pipeline.Ring(2), "collect", pipeline.SinkFunc[int](func(ctx context.Context, x int) error {
 			got = append(got, x)
 			return nil
@@ -141,7 +141,7 @@ func ExampleFIFO() {
 		sum = crc32.Update(sum, crc32.IEEETable, b)
 		return nil
 	})
-	p, err := pipeline.From("read", pipeline.Source[[]byte](read)).To(pipeline.FIFO(f), "crc", crc)
+	p, err := pipeline.From("read", read).To(pipeline.FIFO(f), "crc", crc)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -184,9 +184,9 @@ func ExampleReport() {
 		return buf, nil
 	})
 	size := func(b []byte) int { return len(b) }
-	l := pipeline.Then(pipeline.From("src", pipeline.Source[[]byte](src)).Size(size),
-		pipeline.Inline(), "front", pipeline.Stage[[]byte, []byte](spin(10*time.Microsecond))).Size(size)
-	l = pipeline.Then(l, pipeline.Inline(), "back", pipeline.Stage[[]byte, []byte](spin(100*time.Microsecond))).Size(size)
+	l := pipeline.Then(pipeline.From("src", src).Size(size),
+		pipeline.Inline(), "front", spin(10*time.Microsecond)).Size(size)
+	l = pipeline.Then(l, pipeline.Inline(), "back", spin(100*time.Microsecond)).Size(size)
 	p, err := l.To(pipeline.Inline(), "sink", pipeline.SinkFunc[[]byte](func(context.Context, []byte) error { return nil }))
 	if err != nil {
 		fmt.Println(err)
