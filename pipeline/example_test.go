@@ -177,7 +177,7 @@ func ExampleReport() {
 	buf := make([]byte, 4096)
 	n := 0
 	src := pipeline.SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) {
-		if n == 500 {
+		if n == 300 {
 			return nil, io.EOF
 		}
 		n++
@@ -185,8 +185,8 @@ func ExampleReport() {
 	})
 	size := func(b []byte) int { return len(b) }
 	l := pipeline.Then(pipeline.From("src", src).Size(size),
-		pipeline.Inline(), "front", spin(10*time.Microsecond)).Size(size)
-	l = pipeline.Then(l, pipeline.Inline(), "back", spin(100*time.Microsecond)).Size(size)
+		pipeline.Inline(), "front", spin(5*time.Microsecond)).Size(size)
+	l = pipeline.Then(l, pipeline.Inline(), "back", spin(200*time.Microsecond)).Size(size)
 	p, err := l.To(pipeline.Inline(), "sink", pipeline.SinkFunc[[]byte](func(context.Context, []byte) error { return nil }))
 	if err != nil {
 		fmt.Println(err)
@@ -198,7 +198,7 @@ func ExampleReport() {
 	fmt.Println("bottleneck:", rep.Bottleneck, rep.Share > 0.5)
 	fmt.Println("model within 25%:", rep.ModelError > -0.25 && rep.ModelError < 0.25)
 	// Output:
-	// 500 2048000 B/s <nil>
+	// 300 1228800 B/s <nil>
 	// bottleneck: back true
 	// model within 25%: true
 }
