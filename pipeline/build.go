@@ -221,8 +221,9 @@ type Pipeline struct {
 	AbortOnError bool
 
 	// Cores, when above 0, is how many processors the segments share. The
-	// model then bounds the overlapped rate by Cores times the series rate
-	// (no more than Cores units are worked on at once: model.Cascade.AtDepth).
+	// model then bounds the overlapped rate by Cores units per Σ t_i, the
+	// stages' whole time for a unit (Parallel workers undivided): like
+	// model.Cascade.AtDepth, no more than Cores units are worked on at once.
 	// 0 gives each segment a processor of its own, like the paper's hardware
 	// nodes. Set runtime.GOMAXPROCS(0) for stages that compute; leave 0 for
 	// stages that mostly wait (on a network, a disk).

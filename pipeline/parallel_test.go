@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -133,5 +134,34 @@ func TestParallelBuildErrors(t *testing.T) {
 				t.Fatalf("got %v, %v; want %v", p, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestParallelCores: the Cores bound counts a Parallel stage's whole time
+// per unit, since its workers share the processors too.
+func TestParallelCores(t *testing.T) {
+	id := func(int) Stage[int, int] {
+		return StageFunc[int, int](func(ctx context.Context, x int) (int, error) { return x, nil })
+	}
+	p, err := Parallel(From("src", Source[int](&counter{})), 1, "par", 4, id).To(Ring(1), "sink", &collect[int]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Instrument, p.Cores = true, 1
+	p.e2e = new(Histogram)
+	per := []int64{1000, 8000, 1000} // ns per unit; the parallel stage 8 µs over 4 workers
+	for i, nd := range p.nodes {
+		nd.units, nd.state = 100, StateDone
+		nd.stats = &stats{busy: per[i] * 100}
+	}
+	r := p.report(time.Millisecond, nil)
+	// On one core: 10 µs of work per unit, whatever the workers.
+	if want := 1 / 10e-6; math.Abs(float64(r.Predicted)-want) > 1e-6*want {
+		t.Errorf("1 core: predicted %v units/s, want %v", float64(r.Predicted), want)
+	}
+	p.Cores = 0 // each segment its own processor: the bottleneck is 2 µs a unit
+	r = p.report(time.Millisecond, nil)
+	if r.Bottleneck != "par" || math.Abs(float64(r.Pipelined)-1/2e-6) > 1e-6/2e-6 {
+		t.Errorf("no core limit: bottleneck %q, pipelined %v", r.Bottleneck, float64(r.Pipelined))
 	}
 }

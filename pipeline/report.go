@@ -24,7 +24,7 @@ import (
 // unit's trip through every segment plus N-1 units at the slowest
 // segment's pace (model.Overlap with one unit per chunk: pipelined with
 // fill), and, when the segments share Cores processors, no faster than
-// Cores times the series rate. Predicted is that rate; Measured is what the
+// Cores units per Σ t_i (every stage's whole time, workers undivided). Predicted is that rate; Measured is what the
 // sink saw over the wall time of the run; ModelError compares them.
 type Report struct {
 	Pipeline     string        `json:"pipeline"`      // the stages and links, as Pipeline.String
@@ -174,7 +174,20 @@ func (p *Pipeline) predict(r *Report) {
 		n := int64(r.Units)
 		r.Predicted = model.Overlap("pipeline", k, segs...).Rate(n*k) * model.Rate(scale)
 		if p.Cores > 0 {
-			r.Predicted = min(r.Predicted, model.Rate(p.Cores)*r.Series)
+			// Each unit needs every stage's whole time on some processor
+			// (a Parallel stage's workers share processors too).
+			var work time.Duration
+			for _, s := range r.Stages {
+				if s.Units > 0 {
+					work += s.PerUnit
+				} else {
+					work += s.Busy
+				}
+			}
+			if work > 0 {
+				cpu := model.Rate(float64(p.Cores) * r.UnitBytes / work.Seconds())
+				r.Predicted = min(r.Predicted, cpu)
+			}
 		}
 		if r.Measured > 0 {
 			r.ModelError = float64(r.Predicted-r.Measured) / float64(r.Measured)
