@@ -202,3 +202,32 @@ func ExampleReport() {
 	// bottleneck: back true
 	// model within 25%: true
 }
+
+// A Parallel stage runs on several goroutines at once, each with a Stage of
+// its own (a connection each, say); the units come out in stream order.
+func ExampleParallel() {
+	fetch := func(worker int) pipeline.Stage[int, string] {
+		return pipeline.StageFunc[int, string](func(ctx context.Context, block int) (string, error) {
+			time.Sleep(time.Duration(block%3) * time.Millisecond) // answers out of order
+			return fmt.Sprintf("block %d", block), nil
+		})
+	}
+	var got []string
+	l := pipeline.Parallel(pipeline.From("requests", &numbers{n: 8}), 2, "fetch", 4, fetch)
+	p, err := l.To(pipeline.Ring(2), "collect", pipeline.SinkFunc[string](func(ctx context.Context, s string) error {
+		got = append(got, s)
+		return nil
+	}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rep, err := p.Run(context.Background())
+	fmt.Println(p)
+	fmt.Println(got, err)
+	fmt.Println(rep.Stages[1].Workers, rep.Stages[1].Units)
+	// Output:
+	// requests -> parallel(4x2) -> fetch -> ring(2) -> collect
+	// [block 1 block 2 block 3 block 4 block 5 block 6 block 7 block 8] <nil>
+	// 4 8
+}
