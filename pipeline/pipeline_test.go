@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -196,6 +197,25 @@ func checkRun(t *rapid.T, r Report, err error, want, got []int, fail, failAt int
 	if r.Err != err.Error() {
 		t.Fatalf("report error %q, Run's %q", r.Err, err)
 	}
+	// Every unit a stage completed was taken by the next one or reported
+	// dropped: none is lost from the report.
+	for i := 0; i+1 < len(r.Stages); i++ {
+		taken := r.Stages[i+1].Units + r.Stages[i+1].Dropped
+		if i+1 == fail {
+			taken++
+		}
+		if r.Stages[i].Units != r.Stages[i+1].Units+r.Stages[i].Dropped+b2u(i+1 == fail) {
+			t.Fatalf("stage %d: %d units, %d dropped, next took %d", i, r.Stages[i].Units, r.Stages[i].Dropped, taken)
+		}
+	}
+	if !abort && !slices.Contains(parallel, true) {
+		// Draining, nothing is dropped after the failed stage.
+		for i := fail; i < len(r.Stages); i++ {
+			if r.Stages[i].Dropped != 0 {
+				t.Fatalf("stage %d after the failure dropped %d", i, r.Stages[i].Dropped)
+			}
+		}
+	}
 	if abort {
 		// Everything stops: the sink saw a prefix of the stream before
 		// the failed unit.
@@ -236,6 +256,13 @@ func checkRun(t *rapid.T, r Report, err error, want, got []int, fail, failAt int
 	if r.Units != uint64(failAt) {
 		t.Fatalf("report: %d units, want %d", r.Units, failAt)
 	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cmpEmpty treats nil and empty slices alike.

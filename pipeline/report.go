@@ -57,9 +57,10 @@ type StageReport struct {
 	Segment int           `json:"segment"` // the goroutine it runs on, from 0
 	Workers int           `json:"workers"` // goroutines running it: Parallel's workers, else 1
 	State   State         `json:"state"`
-	Err     string        `json:"error"` // its own error when it failed
-	Units   uint64        `json:"units"` // units it completed
-	Bytes   uint64        `json:"bytes"` // their bytes (its output; the sink's input)
+	Err     string        `json:"error"`   // its own error when it failed
+	Units   uint64        `json:"units"`   // units it completed
+	Dropped uint64        `json:"dropped"` // of those, units the next stage never took (left in a queue when the run stopped)
+	Bytes   uint64        `json:"bytes"`   // their bytes (its output; the sink's input)
 	Busy    time.Duration `json:"busy_ns"`
 	WaitIn  time.Duration `json:"wait_in_ns"`  // blocked on an empty link before it
 	WaitOut time.Duration `json:"wait_out_ns"` // blocked on a full link after it
@@ -105,6 +106,16 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 			}
 		}
 		r.Stages[i] = s
+	}
+	for i := 0; i+1 < len(r.Stages); i++ {
+		next := r.Stages[i+1]
+		taken := next.Units
+		if next.State == StateFailed {
+			taken++ // the unit it failed on
+		}
+		if r.Stages[i].Units > taken {
+			r.Stages[i].Dropped = r.Stages[i].Units - taken
+		}
 	}
 	// The payload per unit: the sink's, or the nearest sized stage's.
 	for i := len(r.Stages) - 1; i >= 0; i-- {
@@ -260,6 +271,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		l := r.Latency
 		fmt.Fprintf(&b, "latency end to end: p50 %s, p99 %s, p99.9 %s, max %s\n",
 			dur(l.P50), dur(l.P99), dur(l.P999), dur(l.Max))
+	}
+	var dropped []string
+	for _, s := range r.Stages {
+		if s.Dropped > 0 {
+			dropped = append(dropped, fmt.Sprintf("%d after %s", s.Dropped, s.Name))
+		}
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(&b, "units dropped when the run stopped: %s\n", strings.Join(dropped, ", "))
 	}
 	if r.Err != "" {
 		fmt.Fprintf(&b, "error: %s\n", r.Err)
