@@ -182,6 +182,10 @@ func (s *Server) resolveExports() error {
 	if maxPayload == 0 {
 		maxPayload = DefaultMaxPayload
 	}
+	if maxPayload > 1<<31 {
+		// A READ reply chunk carries 8 bytes of offset in a u32 length.
+		return fmt.Errorf("nbd: Server.MaxPayload %d above 2 GiB", maxPayload)
+	}
 	if s.MaxInFlight < 0 || s.MaxConns < 0 {
 		return errors.New("nbd: negative Server limit")
 	}

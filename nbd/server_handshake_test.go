@@ -306,6 +306,7 @@ func TestServerConfigErrors(t *testing.T) {
 		{"payload below preferred", &Server{MaxPayload: 1024, Exports: []Export{{Backend: d}}}},
 		{"TLS required without config", &Server{RequireTLS: true, Exports: []Export{{Backend: d}}}},
 		{"long name", &Server{Exports: []Export{{Name: string(make([]byte, 4097)), Backend: d}}}},
+		{"payload above 2 GiB", &Server{MaxPayload: 1<<31 + 4096, Exports: []Export{{Backend: d}}}},
 	} {
 		l, err := net.Listen("unix", serverTestSocket(t))
 		if err != nil {
