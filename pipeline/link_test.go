@@ -262,3 +262,38 @@ func TestFIFOLinkType(t *testing.T) {
 		t.Fatalf("a FIFO link for int units: %v", err)
 	}
 }
+
+// brokenQueue fails its third Get, as a queue over a broken transport
+// would.
+type brokenQueue struct {
+	*chanQueue[int]
+	gets int
+}
+
+func (q *brokenQueue) Get(ctx context.Context) (int, error) {
+	q.gets++
+	if q.gets == 3 {
+		return 0, errBoom
+	}
+	return q.chanQueue.Get(ctx)
+}
+
+// TestQueueError: an error from a caller's Queue fails the stage that was
+// taking its next unit from it.
+func TestQueueError(t *testing.T) {
+	checkNoLeaks(t)
+	sink := &collect[int]{}
+	p, err := From("src", Source[int](&counter{n: 100})).
+		To(Through[int](&brokenQueue{chanQueue: newChanQueue[int](4)}), "sink", sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Run(context.Background())
+	var se *StageError
+	if !errors.As(err, &se) || !errors.Is(err, errBoom) || se.Index != 1 || se.Unit != 2 {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(sink.got) != 2 || r.Stages[1].State != StateFailed || r.Stages[0].State != StateStopped {
+		t.Fatalf("sink got %d; %+v", len(sink.got), r.Stages)
+	}
+}
