@@ -59,11 +59,14 @@ func CombineAt(a, b uint16, off int) uint16 {
 // 1624 equation 3, HC' = ~(~HC + ~m + m').
 //
 // field, old and new are the values as they appear on the wire read as
-// big-endian words (field is the complemented checksum, as stored). The
-// result equals recomputing the field from scratch except in the one case RFC
-// 1624 section 3 discusses: when the updated data sums to zero (all of it
-// zero), recomputation gives 0xffff and Update gives 0x0000, the other
-// representation of the same ones' complement value.
+// big-endian words (field is the complemented checksum, as stored), and the
+// changed word must start at an even offset of the covered data. The result
+// equals recomputing the field from scratch in every case but one: when all
+// the covered data (the field aside) is zero after the change, recomputation
+// gives 0xffff and Update gives 0x0000, the two forms of ones' complement
+// zero. (Equation 3 is RFC 1624's correction of RFC 1141, whose update could
+// give 0xffff where recomputation gives 0x0000; an IPv4 header is never all
+// zero, so for it the two always agree.)
 func Update(field, old, new uint16) uint16 {
 	return ^Combine(Combine(^field, ^old), new)
 }
