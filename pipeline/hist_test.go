@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/binary"
 	"math"
 	"math/big"
 	"slices"
@@ -165,4 +166,42 @@ func BenchmarkHistRecord(b *testing.B) {
 		h.Record(v)
 		v = v*7 + 13&0xffffff
 	}
+}
+
+// FuzzHistogram records the int64 values in the input (8 bytes each,
+// little-endian; negative ones count as 0) and checks every quantile it is
+// asked for against the sorted values.
+func FuzzHistogram(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0}, 0.5)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0}, 0.999)
+	f.Fuzz(func(t *testing.T, data []byte, q float64) {
+		var h Histogram
+		var vals []int64
+		for len(data) >= 8 {
+			v := int64(binary.LittleEndian.Uint64(data))
+			data = data[8:]
+			h.Record(time.Duration(v))
+			vals = append(vals, max(v, 0))
+		}
+		if len(vals) == 0 {
+			if h.Quantile(q) != 0 || h.Count() != 0 {
+				t.Fatal("empty histogram answers")
+			}
+			return
+		}
+		slices.Sort(vals)
+		if math.IsNaN(q) {
+			q = 0
+		}
+		q = min(max(q, 0), 1)
+		rank := min(max(int(math.Ceil(q*float64(len(vals)))), 1), len(vals))
+		if q == 0 {
+			rank = 1
+		}
+		exact := vals[rank-1]
+		got := int64(h.Quantile(q))
+		if histIndex(uint64(got)) != histIndex(uint64(exact)) {
+			t.Fatalf("q %v: %d, exact %d, in another bucket", q, got, exact)
+		}
+	})
 }
