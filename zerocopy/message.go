@@ -393,12 +393,26 @@ func (m *Message) Read(p []byte) (int, error) {
 
 // WriteTo writes the whole message to w and removes what was written,
 // releasing the buffers that were sent; on error the unsent bytes stay in
-// the message. When w is a *net.TCPConn, *net.UnixConn or another net.Conn
-// of the standard library (not wrapped), the message goes out in a single
-// writev(2) per round (the kernel takes at most 1024 fragments at a time);
-// any other writer receives one Write per fragment. WriteTo copies nothing
+// the message. A message of one fragment (the usual case after ReadFromN
+// and Push into the headroom) is one Write. Otherwise, when w is a
+// *net.TCPConn, *net.UnixConn or another net.Conn of the standard library
+// (not wrapped), the message goes out in a single writev(2) per round (the
+// kernel takes at most 1024 fragments at a time); any other writer receives
+// one Write per fragment. WriteTo copies nothing
 // and allocates nothing in steady state.
 func (m *Message) WriteTo(w io.Writer) (int64, error) {
+	if len(m.frags) == 1 { // one fragment (a header pushed into headroom): a plain write
+		k, err := w.Write(m.frags[0].p)
+		if k < 0 || k > m.n {
+			return 0, fmt.Errorf("zerocopy: writer returned %d for a %d-byte write", k, m.n)
+		}
+		if err == nil && k < m.n {
+			err = io.ErrShortWrite
+		}
+		m.acct.AddCrossing(int64(k))
+		m.TrimFront(k)
+		return int64(k), err
+	}
 	m.vec = m.Buffers(m.vec[:0])
 	m.nb = m.vec
 	n, err := m.nb.WriteTo(w)

@@ -291,6 +291,28 @@ func TestWriteToKeepsUnsentBytes(t *testing.T) {
 	}
 }
 
+func TestWriteToOneFragment(t *testing.T) {
+	p := newTestPool(t, 64, 8, true)
+	m := NewMessage(p)
+	m.ReadFrom(bytes.NewReader([]byte("payload")))
+	h, _ := m.Push(4)
+	copy(h, "HDR:")
+	if m.NumFragments() != 1 {
+		t.Fatalf("%d fragments, want 1", m.NumFragments())
+	}
+	w := &errWriter{limit: 6}
+	if n, err := m.WriteTo(w); n != 6 || !errors.Is(err, errFull) || string(flat(m)) != "yload" {
+		t.Fatalf("WriteTo = %d, %v; left %q", n, err, flat(m))
+	}
+	var out bytes.Buffer
+	if n, err := m.WriteTo(&out); n != 5 || err != nil || out.String() != "yload" || m.Len() != 0 {
+		t.Fatalf("second WriteTo = %d, %v, %q", n, err, out.String())
+	}
+	if st := p.Stats(); st.Outstanding != 0 {
+		t.Fatalf("leak: %+v", st)
+	}
+}
+
 func TestAppendBytesBorrows(t *testing.T) {
 	var m Message
 	ext := []byte("external")
