@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -296,8 +297,17 @@ func (r Report) String() string {
 }
 
 // JSON returns r as indented JSON: durations in nanoseconds, rates in
-// RateUnit.
-func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
+// RateUnit, "->" unescaped.
+func (r *Report) JSON() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
 
 // dur formats d with three significant digits: "12.3µs", "1.05s".
 func dur(d time.Duration) string {

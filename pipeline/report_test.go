@@ -148,7 +148,7 @@ func TestReportJSON(t *testing.T) {
 	if diff := cmp.Diff(r, back, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
 		t.Errorf("JSON round trip (-want +got):\n%s", diff)
 	}
-	for _, key := range []string{`"predicted"`, `"measured"`, `"model_error"`, `"bottleneck": "a"`, `"state": "failed"`, `"p999_ns"`, `"wait_in_ns"`} {
+	for _, key := range []string{`"predicted"`, `"measured"`, `"model_error"`, `"bottleneck": "a"`, `"state": "failed"`, `"p999_ns"`, `"wait_in_ns"`, `"pipeline": "src -> a -> ring(8) -> b -> sink"`} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("JSON lacks %s:\n%s", key, b)
 		}
