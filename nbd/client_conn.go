@@ -296,6 +296,9 @@ func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flag
 	if err != nil {
 		// A request half on the wire cannot be taken back.
 		c.fail(fmt.Errorf("nbd: connection lost: sending %v: %w", cmd, err))
+		if ctx.Err() != nil {
+			return c.unsend(s, fmt.Errorf("%w (the connection was closed: part of the request had gone out)", ctx.Err()))
+		}
 		// fail completed the slot; the caller's wait collects it.
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -873,5 +874,161 @@ func TestClientCover(t *testing.T) {
 	}
 	if !clientIsProto(err) || len(s.ivals) > clientMaxFragments {
 		t.Fatalf("fragmented reply: %v with %d pieces", err, len(s.ivals))
+	}
+}
+
+// A write blocked on a server that does not read is ended by its context:
+// taken back whole if nothing went out (the connection lives), the
+// connection closed if part of it did.
+func TestClientCancelBlockedWrite(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		resume := make(chan struct{})
+		c, err := clientScripted(t, func(p *clientPeer) {
+			p.handshake(clientDefaultScript())
+			if partial {
+				p.read(10) // part of the header, then nothing
+			}
+			<-resume
+			if partial {
+				p.hangup()
+				return
+			}
+			r, data := p.request()
+			if r.Type != CmdWrite || len(data) != 4096 {
+				t.Errorf("after the cancelled write got %v with %d bytes", r.Type, len(data))
+			}
+			p.simple(r.Cookie, 0, nil)
+			p.request()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err = c.Pwrite(ctx, make([]byte, 1<<20), 0, 0)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("partial=%v: blocked write: %v", partial, err)
+		}
+		close(resume)
+		_, err = c.WriteAt(make([]byte, 4096), 0)
+		if partial && err == nil {
+			t.Fatal("connection used after half a request went out")
+		}
+		if !partial && err != nil {
+			t.Fatalf("connection lost after a request was taken back whole: %v", err)
+		}
+	}
+}
+
+// Shutdown lets requests in flight finish, then disconnects.
+func TestClientShutdown(t *testing.T) {
+	c, err := clientScripted(t, func(p *clientPeer) {
+		p.handshake(clientDefaultScript())
+		r, _ := p.request()
+		time.Sleep(50 * time.Millisecond)
+		p.chunk(r.Cookie, ReplyFlagDone, ChunkOffsetData, p.u64(r.Offset), make([]byte, r.Length))
+		if d, _ := p.request(); d.Type != CmdDisc {
+			t.Errorf("got %v, want DISC", d.Type)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := clientAsync(func() error { _, err := c.ReadAt(make([]byte, 512), 0); return err })
+	time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := clientWaitErr(t, e); err != nil {
+		t.Fatalf("request in flight at Shutdown: %v", err)
+	}
+	if _, err := c.ReadAt(make([]byte, 512), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Shutdown: %v", err)
+	}
+}
+
+// Multi-conn through WithDialer: requests are spread over the connections
+// and Flush reaches every one of them.
+func TestClientMultiConnFlush(t *testing.T) {
+	var mu sync.Mutex
+	flushes := map[int]int{}
+	requests := map[int]int{}
+	var wg sync.WaitGroup
+	conns := 0
+	size := uint64(1 << 20)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cs, ss := net.Pipe()
+		mu.Lock()
+		id := conns
+		conns++
+		mu.Unlock()
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					if _, ok := r.(clientPeerDone); !ok {
+						panic(r)
+					}
+				}
+				ss.Close()
+			}()
+			p := &clientPeer{t: t, conn: ss}
+			cfg := clientDefaultScript()
+			cfg.size = size
+			p.handshake(cfg)
+			for {
+				r, _ := p.request()
+				if r.Type == CmdDisc {
+					return
+				}
+				mu.Lock()
+				requests[id]++
+				if r.Type == CmdFlush {
+					flushes[id]++
+				}
+				mu.Unlock()
+				p.simple(r.Cookie, 0, nil)
+			}
+		})
+		return cs, nil
+	}
+	t.Cleanup(wg.Wait)
+	c, err := Dial(context.Background(), "nbd://h/", WithDialer(dial), WithConnections(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Connections() != 3 {
+		t.Fatalf("Connections = %d", c.Connections())
+	}
+	for i := range 9 {
+		if _, err := c.WriteAt(make([]byte, 512), int64(i)*512); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	mu.Lock()
+	for id := range 3 {
+		if flushes[id] != 1 || requests[id] != 4 {
+			t.Errorf("connection %d: %d requests, %d flushes; want 4 and 1", id, requests[id], flushes[id])
+		}
+	}
+	mu.Unlock()
+
+	// Connections that disagree about the export are refused.
+	n := 0
+	dial2 := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n++
+		if n == 2 {
+			size = 2 << 20
+		}
+		return dial(ctx, network, addr)
+	}
+	size = 1 << 20
+	if _, err := Dial(context.Background(), "nbd://h/", WithDialer(dial2), WithConnections(2)); err == nil {
+		t.Fatal("multi-conn with differing sizes accepted")
 	}
 }
