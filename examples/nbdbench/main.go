@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"time"
 )
 
@@ -28,7 +29,18 @@ func main() {
 	flag.DurationVar(&j.Runtime, "runtime", 5*time.Second, "how long to run")
 	flag.IntVar(&j.Connections, "connections", 1, "connections (multi-conn)")
 	size := flag.String("size", "0", "bytes of the export to use (0: all)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var err error
 	if j.BS, err = parseSize(*bs); err != nil {
 		fatal(err)
@@ -41,6 +53,7 @@ func main() {
 	}
 	res, err := j.run(context.Background())
 	if err != nil {
+		pprof.StopCPUProfile()
 		fatal(err)
 	}
 	res.print(os.Stdout)
