@@ -155,14 +155,14 @@ type Queue[T any] interface {
 type link[T any] interface {
 	sender[T]
 	reset()
-	get(ctx context.Context) (v T, origin int64, err error)
+	get(ctx context.Context) (v T, st stamp, err error)
 	getWaited() bool
 	release()
 }
 
 // sender is the producer's side of a link.
 type sender[T any] interface {
-	put(ctx context.Context, v T, origin int64) error
+	put(ctx context.Context, v T, st stamp) error
 	putWaited() bool
 	closer
 }
@@ -209,7 +209,7 @@ func newLink[T any](l Link) (link[T], error) {
 		if q.Cap() < 1 {
 			return nil, fmt.Errorf("%w: queue capacity %d < 1", ErrLink, q.Cap())
 		}
-		return &queueLink[T]{q: q, stamps: make([]int64, q.Cap()+2)}, nil
+		return &queueLink[T]{q: q, stamps: make([]stamp, q.Cap()+2)}, nil
 	case LinkFIFO:
 		f, _ := l.queue.(*fifo.FIFO)
 		if f == nil {
@@ -228,10 +228,17 @@ func newLink[T any](l Link) (link[T], error) {
 // pad keeps the two sides' hot fields on separate cache lines.
 type pad [64]byte
 
-// item is a unit in a ring or channel, with its entry time.
+// stamp is what travels with a unit through a link when the pipeline is
+// instrumented (zeros otherwise): when it entered the pipeline and when it
+// was put into the link.
+type stamp struct {
+	origin, sent int64
+}
+
+// item is a unit in a ring or channel, with its stamp.
 type item[T any] struct {
-	v      T
-	origin int64
+	v T
+	stamp
 }
 
 // A ring side that must wait re-reads the other side's index ringChecks
@@ -335,7 +342,7 @@ func signal(ch chan struct{}) {
 func (r *ring[T]) putWaited() bool { return r.pwait }
 func (r *ring[T]) getWaited() bool { return r.cwait }
 
-func (r *ring[T]) put(ctx context.Context, v T, origin int64) error {
+func (r *ring[T]) put(ctx context.Context, v T, st stamp) error {
 	r.pwait = false
 	for r.ptail-r.pcache >= r.size {
 		r.pcache = r.head.Load()
@@ -359,7 +366,7 @@ func (r *ring[T]) put(ctx context.Context, v T, origin int64) error {
 		r.prodWaiting.Store(false)
 	}
 	s := &r.slots[r.ptail&r.mask]
-	s.v, s.origin = v, origin
+	s.v, s.stamp = v, st
 	r.ptail++
 	r.tail.Store(r.ptail)
 	if r.consWaiting.Load() {
@@ -376,7 +383,7 @@ func (r *ring[T]) close(cut bool) {
 	}
 }
 
-func (r *ring[T]) get(ctx context.Context) (T, int64, error) {
+func (r *ring[T]) get(ctx context.Context) (T, stamp, error) {
 	r.cwait = false
 	for r.chead == r.ccache {
 		r.ccache = r.tail.Load()
@@ -390,7 +397,7 @@ func (r *ring[T]) get(ctx context.Context) (T, int64, error) {
 				break
 			}
 			var zero T
-			return zero, 0, r.end()
+			return zero, stamp{}, r.end()
 		}
 		for sp := (spinner{}); r.tail.Load() == r.chead && !r.closed.Load() && sp.more(); {
 		}
@@ -404,12 +411,12 @@ func (r *ring[T]) get(ctx context.Context) (T, int64, error) {
 		case <-ctx.Done():
 			r.consWaiting.Store(false)
 			var zero T
-			return zero, 0, context.Cause(ctx)
+			return zero, stamp{}, context.Cause(ctx)
 		}
 		r.consWaiting.Store(false)
 	}
 	s := &r.slots[r.chead&r.mask]
-	return s.v, s.origin, nil
+	return s.v, s.stamp, nil
 }
 
 func (r *ring[T]) release() {
@@ -444,23 +451,23 @@ func (c *chanLink[T]) reset() {
 func (c *chanLink[T]) putWaited() bool { return c.pwait }
 func (c *chanLink[T]) getWaited() bool { return c.cwait }
 
-func (c *chanLink[T]) put(ctx context.Context, v T, origin int64) error {
+func (c *chanLink[T]) put(ctx context.Context, v T, st stamp) error {
 	c.pwait = false
 	select {
-	case c.ch <- item[T]{v, origin}:
+	case c.ch <- item[T]{v, st}:
 		return nil
 	default:
 	}
 	c.pwait = true
 	select {
-	case c.ch <- item[T]{v, origin}:
+	case c.ch <- item[T]{v, st}:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 }
 
-func (c *chanLink[T]) get(ctx context.Context) (T, int64, error) {
+func (c *chanLink[T]) get(ctx context.Context) (T, stamp, error) {
 	var (
 		it item[T]
 		ok bool
@@ -473,13 +480,13 @@ func (c *chanLink[T]) get(ctx context.Context) (T, int64, error) {
 		select {
 		case it, ok = <-c.ch:
 		case <-ctx.Done():
-			return it.v, 0, context.Cause(ctx)
+			return it.v, stamp{}, context.Cause(ctx)
 		}
 	}
 	if !ok {
-		return it.v, 0, c.end()
+		return it.v, stamp{}, c.end()
 	}
-	return it.v, it.origin, nil
+	return it.v, it.stamp, nil
 }
 
 func (c *chanLink[T]) release() {}
@@ -496,7 +503,7 @@ func (c *chanLink[T]) close(cut bool) {
 type queueLink[T any] struct {
 	cutFlag
 	q          Queue[T]
-	stamps     []int64
+	stamps     []stamp
 	pseq, cseq uint64
 }
 
@@ -506,8 +513,8 @@ func (l *queueLink[T]) reset() {
 	l.pseq, l.cseq = 0, 0
 }
 
-func (l *queueLink[T]) put(ctx context.Context, v T, origin int64) error {
-	l.stamps[l.pseq%uint64(len(l.stamps))] = origin
+func (l *queueLink[T]) put(ctx context.Context, v T, st stamp) error {
+	l.stamps[l.pseq%uint64(len(l.stamps))] = st
 	if err := l.q.Put(ctx, v); err != nil {
 		return err
 	}
@@ -515,17 +522,17 @@ func (l *queueLink[T]) put(ctx context.Context, v T, origin int64) error {
 	return nil
 }
 
-func (l *queueLink[T]) get(ctx context.Context) (T, int64, error) {
+func (l *queueLink[T]) get(ctx context.Context) (T, stamp, error) {
 	v, err := l.q.Get(ctx)
 	if err == io.EOF {
-		return v, 0, l.end()
+		return v, stamp{}, l.end()
 	}
 	if err != nil {
-		return v, 0, err
+		return v, stamp{}, err
 	}
-	origin := l.stamps[l.cseq%uint64(len(l.stamps))]
+	st := l.stamps[l.cseq%uint64(len(l.stamps))]
 	l.cseq++
-	return v, origin, nil
+	return v, st, nil
 }
 
 func (l *queueLink[T]) release()        { l.q.Release() }
@@ -547,7 +554,7 @@ type fifoLink struct {
 	cutFlag
 	f      *fifo.FIFO
 	bs     int
-	stamps []int64
+	stamps []stamp
 	pseq   uint64
 	cseq   uint64
 	batch  []byte // blocks peeked and not yet released
@@ -556,7 +563,7 @@ type fifoLink struct {
 }
 
 func newFIFOLink(f *fifo.FIFO) *fifoLink {
-	return &fifoLink{f: f, bs: f.BlockSize(), stamps: make([]int64, f.Cap())}
+	return &fifoLink{f: f, bs: f.BlockSize(), stamps: make([]stamp, f.Cap())}
 }
 
 func (l *fifoLink) reset() {
@@ -566,7 +573,7 @@ func (l *fifoLink) reset() {
 	l.batch, l.off, l.done = nil, 0, 0
 }
 
-func (l *fifoLink) put(ctx context.Context, v []byte, origin int64) error {
+func (l *fifoLink) put(ctx context.Context, v []byte, st stamp) error {
 	if len(v) != l.bs {
 		return fmt.Errorf("%w: %d bytes, block is %d", ErrUnitSize, len(v), l.bs)
 	}
@@ -575,7 +582,7 @@ func (l *fifoLink) put(ctx context.Context, v []byte, origin int64) error {
 		return err
 	}
 	copy(b, v)
-	l.stamps[l.pseq%uint64(len(l.stamps))] = origin
+	l.stamps[l.pseq%uint64(len(l.stamps))] = st
 	if err := l.f.Commit(1); err != nil {
 		return err
 	}
@@ -583,11 +590,11 @@ func (l *fifoLink) put(ctx context.Context, v []byte, origin int64) error {
 	return nil
 }
 
-func (l *fifoLink) get(ctx context.Context) ([]byte, int64, error) {
+func (l *fifoLink) get(ctx context.Context) ([]byte, stamp, error) {
 	if l.off == len(l.batch) {
 		if l.done > 0 {
 			if err := l.f.Release(l.done / l.bs); err != nil {
-				return nil, 0, err
+				return nil, stamp{}, err
 			}
 		}
 		l.batch, l.off, l.done = nil, 0, 0
@@ -598,18 +605,18 @@ func (l *fifoLink) get(ctx context.Context) ([]byte, int64, error) {
 			b, err = l.f.PeekN(ctx, 1)
 		}
 		if err == io.EOF {
-			return nil, 0, l.end()
+			return nil, stamp{}, l.end()
 		}
 		if err != nil {
-			return nil, 0, err
+			return nil, stamp{}, err
 		}
 		l.batch = b
 	}
 	v := l.batch[l.off : l.off+l.bs : l.off+l.bs]
 	l.off += l.bs
-	origin := l.stamps[l.cseq%uint64(len(l.stamps))]
+	st := l.stamps[l.cseq%uint64(len(l.stamps))]
 	l.cseq++
-	return v, origin, nil
+	return v, st, nil
 }
 
 func (l *fifoLink) release()        { l.done += l.bs }

@@ -39,7 +39,7 @@ func (m *ringMachine) Put(t *rapid.T) {
 	if full {
 		ctx = canceledCtx()
 	}
-	err := m.r.put(ctx, m.next, int64(m.next)*3)
+	err := m.r.put(ctx, m.next, stamp{int64(m.next) * 3, int64(m.next)})
 	if full {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("put on a full ring: %v", err)
@@ -61,11 +61,11 @@ func (m *ringMachine) Get(t *rapid.T) {
 	if len(m.queue) == 0 && !m.closed {
 		ctx = canceledCtx()
 	}
-	v, origin, err := m.r.get(ctx)
+	v, sp, err := m.r.get(ctx)
 	switch {
 	case len(m.queue) > 0:
-		if err != nil || v != m.queue[0] || origin != int64(v)*3 {
-			t.Fatalf("get: %d, %d, %v; want %d", v, origin, err, m.queue[0])
+		if err != nil || v != m.queue[0] || sp != (stamp{int64(v) * 3, int64(v)}) {
+			t.Fatalf("get: %d, %v, %v; want %d", v, sp, err, m.queue[0])
 		}
 		m.held = true
 	case m.closed:
@@ -128,12 +128,12 @@ func TestLinksConcurrent(t *testing.T) {
 	checkNoLeaks(t)
 	const n = 20000
 	for _, c := range []int{1, 2, 3, 64} {
-		for _, lk := range []link[int]{newRing[int](c), &chanLink[int]{capacity: c}, &queueLink[int]{q: newChanQueue[int](c), stamps: make([]int64, c+2)}} {
+		for _, lk := range []link[int]{newRing[int](c), &chanLink[int]{capacity: c}, &queueLink[int]{q: newChanQueue[int](c), stamps: make([]stamp, c+2)}} {
 			lk.reset()
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				for i := range n {
-					if err := lk.put(context.Background(), i, int64(i)+1); err != nil {
+					if err := lk.put(context.Background(), i, stamp{int64(i) + 1, int64(i) + 2}); err != nil {
 						t.Errorf("put %d: %v", i, err)
 						return
 					}
@@ -141,15 +141,15 @@ func TestLinksConcurrent(t *testing.T) {
 				lk.close(false)
 			})
 			for i := 0; ; i++ {
-				v, origin, err := lk.get(context.Background())
+				v, sp, err := lk.get(context.Background())
 				if err == io.EOF {
 					if i != n {
 						t.Fatalf("%T cap %d: EOF after %d units", lk, c, i)
 					}
 					break
 				}
-				if err != nil || v != i || origin != int64(i)+1 {
-					t.Fatalf("%T cap %d: unit %d: %d, %d, %v", lk, c, i, v, origin, err)
+				if err != nil || v != i || sp != (stamp{int64(i) + 1, int64(i) + 2}) {
+					t.Fatalf("%T cap %d: unit %d: %d, %v, %v", lk, c, i, v, sp, err)
 				}
 				lk.release()
 			}

@@ -86,9 +86,9 @@ func (m *merge[T]) reset() {
 }
 
 // put deals v to the next ring (the producer side before the stage).
-func (m *merge[T]) put(ctx context.Context, v T, origin int64) error {
+func (m *merge[T]) put(ctx context.Context, v T, st stamp) error {
 	r := m.rings[m.pseq%uint64(len(m.rings))]
-	err := r.put(ctx, v, origin)
+	err := r.put(ctx, v, st)
 	m.pwait = r.pwait
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func (m *merge[T]) close(cut bool) {
 
 // get takes the next unit in stream order (the consumer side after the
 // stage): the stream ends at the first ring closed and drained.
-func (m *merge[T]) get(ctx context.Context) (T, int64, error) {
+func (m *merge[T]) get(ctx context.Context) (T, stamp, error) {
 	return m.rings[m.cseq%uint64(len(m.rings))].get(ctx)
 }
 
@@ -189,7 +189,7 @@ func (h *parallelHead[In, Out]) work(ctx context.Context, halt *atomic.Bool, w i
 		if halt.Load() {
 			return stop()
 		}
-		v, origin, err := in.get(ctx)
+		v, sp, err := in.get(ctx)
 		if err != nil {
 			if err == io.EOF {
 				out.close(false)
@@ -202,10 +202,13 @@ func (h *parallelHead[In, Out]) work(ctx context.Context, halt *atomic.Bool, w i
 			in.release()
 			return stop() // past a failure: the stream ends before this unit
 		}
-		if st != nil && in.cwait {
-			t1 := now()
-			st.waitIn += t1 - t
-			t = t1
+		if st != nil {
+			if in.cwait {
+				t1 := now()
+				st.waitIn += t1 - t
+				t = t1
+			}
+			st.queued += max(t-sp.sent, 0)
 		}
 		o, err := s.Process(ctx, v)
 		in.release()
@@ -231,7 +234,7 @@ func (h *parallelHead[In, Out]) work(ctx context.Context, halt *atomic.Bool, w i
 			}
 			t = t1
 		}
-		if err := out.put(ctx, o, origin); err != nil {
+		if err := out.put(ctx, o, stamp{sp.origin, t}); err != nil {
 			return stop()
 		}
 		if st != nil && out.pwait {

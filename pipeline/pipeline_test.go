@@ -574,6 +574,11 @@ func TestQueueWaits(t *testing.T) {
 		if r.Stages[0].WaitOut <= 0 || r.Stages[1].Busy < 20*200*time.Microsecond {
 			t.Errorf("%v, slow sink: source waited %v, sink busy %v", r.Stages[1].Link, r.Stages[0].WaitOut, r.Stages[1].Busy)
 		}
+		// Units wait in the full link for the slow sink: at least the
+		// sink's time for the unit ahead, for all but the first.
+		if r.Stages[1].Queued < 19*200*time.Microsecond {
+			t.Errorf("%v, slow sink: units queued %v in all", r.Stages[1].Link, r.Stages[1].Queued)
+		}
 		// slow source: the sink waits for input
 		c := &counter{n: 20}
 		p, err = From("src", SourceFunc[int](func(ctx context.Context) (int, error) { slow(); return c.Next(ctx) })).

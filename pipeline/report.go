@@ -65,6 +65,7 @@ type StageReport struct {
 	Busy    time.Duration `json:"busy_ns"`
 	WaitIn  time.Duration `json:"wait_in_ns"`  // blocked on an empty link before it
 	WaitOut time.Duration `json:"wait_out_ns"` // blocked on a full link after it
+	Queued  time.Duration `json:"queued_ns"`   // its units' time in the link before it, from put to get
 	PerUnit time.Duration `json:"per_unit_ns"` // Busy/Units (Busy adds up the workers' time)
 	Rate    model.Rate    `json:"rate"`        // UnitBytes·Workers/PerUnit: its rate on its own
 	Share   float64       `json:"share"`       // its part of the series time per unit
@@ -101,6 +102,7 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 			s.Busy = time.Duration(st.busy)
 			s.WaitIn = time.Duration(st.waitIn)
 			s.WaitOut = time.Duration(st.waitOut)
+			s.Queued = time.Duration(st.queued)
 			s.Latency = st.hist.Summary()
 			if n.units > 0 {
 				s.PerUnit = time.Duration(st.busy / int64(n.units))
@@ -223,13 +225,14 @@ func (r *Report) rateText(v model.Rate) string {
 }
 
 // WriteTable writes r as a table, one line per stage, and the model's
-// prediction beside the measured rate.
+// prediction beside the measured rate. Its "queued" column is the mean time
+// a unit spent in the link before the stage.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pipeline: %s\n", r.Pipeline)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if r.Instrumented {
-		fmt.Fprintln(tw, "stage\tlink\tstate\tunits\tbytes\tbusy\tper unit\trate\tshare\twait in\twait out\tp50\tp99\tp99.9\t")
+		fmt.Fprintln(tw, "stage\tlink\tstate\tunits\tbytes\tbusy\tper unit\trate\tshare\twait in\twait out\tqueued\tp50\tp99\tp99.9\t")
 	} else {
 		fmt.Fprintln(tw, "stage\tlink\tstate\tunits\t")
 	}
@@ -242,9 +245,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t\n", s.Name, link, s.State, s.Units)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t\n",
+		var queued time.Duration
+		if s.Units > 0 {
+			queued = s.Queued / time.Duration(s.Units)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			s.Name, link, s.State, s.Units, s.Bytes, dur(s.Busy), dur(s.PerUnit),
-			r.rateText(s.Rate), 100*s.Share, dur(s.WaitIn), dur(s.WaitOut),
+			r.rateText(s.Rate), 100*s.Share, dur(s.WaitIn), dur(s.WaitOut), dur(queued),
 			dur(s.Latency.P50), dur(s.Latency.P99), dur(s.Latency.P999))
 	}
 	if err := tw.Flush(); err != nil {

@@ -32,6 +32,9 @@ func fakeRun(t *testing.T, n uint64, k int, per []time.Duration, wall time.Durat
 	for i, nd := range p.nodes {
 		nd.units, nd.state = n, StateDone
 		nd.stats = &stats{busy: int64(per[i]) * int64(n), bytes: n * uint64(k)}
+		if nd.link.Overlapped() {
+			nd.stats.queued = int64(n) * int64(3*time.Microsecond)
+		}
 		for range n {
 			nd.stats.hist.Record(per[i])
 		}
@@ -159,11 +162,11 @@ func TestReportTable(t *testing.T) {
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
 	r := fakeRun(t, 1000, 4096, per, 4100*time.Microsecond, 0)
 	want := `pipeline: src -> a -> ring(8) -> b -> sink
-  stage     link  state  units    bytes   busy  per unit        rate  share  wait in  wait out    p50    p99  p99.9
-    src        -   done   1000  4096000    1ms       1µs  3906 MiB/s  15.4%        0         0    1µs    1µs    1µs
-      a   inline   done   1000  4096000    3ms       3µs  1302 MiB/s  46.2%        0         0    3µs    3µs    3µs
-      b  ring(8)   done   1000  4096000    2ms       2µs  1953 MiB/s  30.8%        0         0    2µs    2µs    2µs
-   sink   inline   done   1000  4096000  500µs     500ns  7812 MiB/s   7.7%        0         0  500ns  500ns  500ns
+  stage     link  state  units    bytes   busy  per unit        rate  share  wait in  wait out  queued    p50    p99  p99.9
+    src        -   done   1000  4096000    1ms       1µs  3906 MiB/s  15.4%        0         0       0    1µs    1µs    1µs
+      a   inline   done   1000  4096000    3ms       3µs  1302 MiB/s  46.2%        0         0       0    3µs    3µs    3µs
+      b  ring(8)   done   1000  4096000    2ms       2µs  1953 MiB/s  30.8%        0         0     3µs    2µs    2µs    2µs
+   sink   inline   done   1000  4096000  500µs     500ns  7812 MiB/s   7.7%        0         0       0  500ns  500ns  500ns
 end to end: 1000 units, 4096000 bytes in 4.1ms: measured 952.7 MiB/s (process CPU 2.05ms, 0.50 cores busy)
 model: predicted 976 MiB/s, error +2.4% (series 601 MiB/s, pipelined 976.6 MiB/s)
 bottleneck: a, 46.2% of the time per unit

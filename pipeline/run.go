@@ -40,6 +40,7 @@ type stats struct {
 	busy    int64 // nanoseconds in Next, Process or Consume
 	waitIn  int64 // nanoseconds waiting for input on the link before it
 	waitOut int64 // nanoseconds waiting for room on the link after it
+	queued  int64 // nanoseconds its units spent in the link before it
 	bytes   uint64
 	hist    Histogram // per-unit time in Next, Process or Consume
 }
@@ -180,7 +181,7 @@ func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
 		if halt.Load() {
 			return errStop
 		}
-		v, origin, err := h.lk.get(ctx)
+		v, sp, err := h.lk.get(ctx)
 		if err != nil {
 			switch err {
 			case io.EOF:
@@ -190,12 +191,17 @@ func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
 			}
 			return h.nd.pl.fail(ctx, h.nd, err)
 		}
-		if st != nil && h.lk.getWaited() {
-			t1 := now()
-			st.waitIn += t1 - t
-			t = t1
+		if st != nil {
+			if h.lk.getWaited() {
+				t1 := now()
+				st.waitIn += t1 - t
+				t = t1
+			}
+			// The unit arrived at t (or was already there): it was in
+			// the link since it was sent.
+			st.queued += max(t-sp.sent, 0)
 		}
-		t, err = h.next.push(ctx, v, origin, t)
+		t, err = h.next.push(ctx, v, sp.origin, t)
 		h.lk.release()
 		if err != nil {
 			return err
@@ -210,7 +216,7 @@ type linkTail[T any] struct {
 }
 
 func (n *linkTail[T]) push(ctx context.Context, v T, origin, t int64) (int64, error) {
-	if err := n.lk.put(ctx, v, origin); err != nil {
+	if err := n.lk.put(ctx, v, stamp{origin, t}); err != nil {
 		// The unit was not handed on: the stage did not complete it.
 		n.nd.units--
 		return t, n.nd.pl.fail(ctx, n.nd, err)
