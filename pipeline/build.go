@@ -69,9 +69,15 @@ func Then[In, Out any](l *Line[In], link Link, name string, s Stage[In, Out]) *L
 
 // Size sets how many bytes a unit produced by l's last stage carries (the
 // payload the report's rates count). Without it a stage counts units only,
-// and the report's rates are in units per second. It returns l.
+// and the report's rates are in units per second. It returns l. Call it
+// before extending l (afterwards it records ErrUsed).
 func (l *Line[T]) Size(f func(T) int) *Line[T] {
-	if f != nil && len(l.b.elems) > 0 {
+	switch {
+	case l.used:
+		if l.b.err == nil {
+			l.b.err = fmt.Errorf("Size: %w", ErrUsed)
+		}
+	case f != nil:
 		l.b.elems[len(l.b.elems)-1].size = f
 	}
 	return l

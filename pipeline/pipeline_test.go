@@ -466,6 +466,12 @@ func TestBuildErrors(t *testing.T) {
 			return From("s", src).To(Through[string](newChanQueue[string](2)), "k", sink)
 		}, ErrLink},
 		{"nil queue", func() (*Pipeline, error) { return From("s", src).To(Through[int](nil), "k", sink) }, ErrLink},
+		{"size after extending", func() (*Pipeline, error) {
+			l := From("s", src)
+			l2 := Then(l, Inline(), "a", id)
+			l.Size(func(int) int { return 8 })
+			return l2.To(Inline(), "k", sink)
+		}, ErrUsed},
 		{"queue used twice", func() (*Pipeline, error) {
 			q := Through[int](newChanQueue[int](2))
 			return Then(From("s", src), q, "x", id).To(q, "k", sink)
