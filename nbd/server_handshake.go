@@ -11,6 +11,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,6 +57,8 @@ type serverConn struct {
 
 	opt []byte // option data, reused
 	rep []byte // option reply, reused
+
+	writeNs atomic.Int64 // moving average of backend write time
 }
 
 // errServerHangUp ends a session on purpose, without a protocol error to
@@ -64,6 +67,7 @@ var errServerHangUp = errors.New("nbd: server hung up")
 
 func (s *Server) newConn(nc net.Conn) *serverConn {
 	c := &serverConn{srv: s, netc: nc, ctx: s.baseCtx}
+	c.writeNs.Store(serverInlineBudget) // slow until shown quick
 	c.log = s.logger().With("remote", nc.RemoteAddr().String())
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true) // proto.md: both sides SHOULD disable Nagle

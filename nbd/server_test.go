@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -345,5 +347,78 @@ func TestServerReplyGolden(t *testing.T) {
 	}, msg...)
 	if got := c.read(len(want)); !bytes.Equal(got, want) {
 		t.Fatalf("error reply\n got % x\nwant % x", got, want)
+	}
+}
+
+// serverBarrierDisk blocks each ReadAt and WriteAt until n of them are in
+// progress at once: a server that serves one request at a time deadlocks.
+type serverBarrierDisk struct {
+	*MemDisk
+	n       int
+	arrived chan struct{}
+	mu      sync.Mutex
+	release chan struct{}
+}
+
+func (d *serverBarrierDisk) wait() {
+	d.mu.Lock()
+	r := d.release
+	d.mu.Unlock()
+	d.arrived <- struct{}{}
+	<-r
+}
+
+func (d *serverBarrierDisk) ReadAt(p []byte, off int64) (int, error) {
+	d.wait()
+	return d.MemDisk.ReadAt(p, off)
+}
+
+func (d *serverBarrierDisk) WriteAt(p []byte, off int64) (int, error) {
+	d.wait()
+	return d.MemDisk.WriteAt(p, off)
+}
+
+// Requests of one connection are served concurrently and answered in
+// completion order.
+func TestServerConcurrentRequests(t *testing.T) {
+	const n = 4
+	d := &serverBarrierDisk{MemDisk: NewMemDisk(1 << 20), n: n, arrived: make(chan struct{}), release: make(chan struct{})}
+	path := serverTestStart(t, &Server{MaxInFlight: n, Exports: []Export{{Backend: d}}})
+	c := serverTestDial(t, path)
+	c.negotiate("", false, false)
+	for _, typ := range []Command{CmdRead, CmdWrite} {
+		var msg []byte
+		for i := range n {
+			var h [RequestSize]byte
+			(&Request{Type: typ, Cookie: uint64(i), Offset: uint64(i) << 16, Length: 64 << 10}).Put(&h)
+			msg = append(msg, h[:]...)
+			if typ == CmdWrite {
+				msg = append(msg, make([]byte, 64<<10)...)
+			}
+		}
+		go c.nc.Write(msg)
+		for i := range n {
+			select {
+			case <-d.arrived:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%v: only %d of %d requests reached the backend at once", typ, i, n)
+			}
+		}
+		d.mu.Lock()
+		close(d.release)
+		d.release = make(chan struct{})
+		d.mu.Unlock()
+		seen := map[uint64]bool{}
+		for range n {
+			want := 0
+			if typ == CmdRead {
+				want = 64 << 10
+			}
+			r, _ := c.simple(want)
+			if r.Error != 0 || seen[r.Cookie] {
+				t.Fatalf("%v: reply %+v", typ, r)
+			}
+			seen[r.Cookie] = true
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 )
 
 // serverHeadroom is the space kept in front of a request's data in its
@@ -19,8 +20,13 @@ const serverHeadroom = ChunkHeaderSize + OffsetDataHeaderSize
 // serverHoleChunkSize is the size of a whole OFFSET_HOLE chunk.
 const serverHoleChunkSize = ChunkHeaderSize + OffsetHoleSize
 
-// serverInlineWrite is the largest write the reader serves itself.
+// serverInlineWrite is the largest write the reader serves itself
+// without looking at how fast the backend writes.
 const serverInlineWrite = 8 << 10
+
+// serverInlineBudget is the average backend write time under which the
+// reader serves larger writes itself.
+const serverInlineBudget = int64(50 * time.Microsecond)
 
 // serverMaxMessage bounds the message of an error chunk.
 const serverMaxMessage = 128
@@ -198,12 +204,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 				}
 			}
 		}
-		if br.Buffered() < RequestSize && len(free) == cap(free)-1 && !(s.req.Type == CmdWrite && s.req.Length > serverInlineWrite) {
-			// The only request in flight and nothing more has arrived
-			// (a client waiting for this reply): serve it here rather
-			// than wake a worker. Not a large write: its payload came
-			// past the buffer, so more may be waiting on the socket, and
-			// copying it to the backend can overlap the next read.
+		if br.Buffered() < RequestSize && c.inline(s, len(free) == cap(free)-1) {
 			c.handle(ts, s)
 			continue
 		}
@@ -212,6 +213,20 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 		}
 		work <- s
 	}
+}
+
+// inline decides whether the reader serves s itself, nothing more being
+// buffered: rather than wake a worker it serves a request when no other is
+// in flight (a client waiting for this reply sends nothing meanwhile), and
+// a write without FUA while the backend's recent writes have been quick
+// (its payload bypassed the buffer, so more requests may be waiting on the
+// socket, but a quick copy costs less than a worker's wake-up). Slow
+// backends keep their writes on the workers, overlapping the next read.
+func (c *serverConn) inline(s *serverSlot, alone bool) bool {
+	if s.req.Type == CmdWrite && s.req.Length > serverInlineWrite {
+		return s.errno == 0 && !s.req.Flags.Has(FlagFUA) && c.writeNs.Load() < serverInlineBudget
+	}
+	return alone
 }
 
 // takePen makes the caller the reply writer if no one is writing: sends
@@ -472,6 +487,7 @@ func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
 		}
 	case CmdWrite:
 		p := s.buf[serverHeadroom : serverHeadroom+int(n)]
+		start := time.Now()
 		var err error
 		switch {
 		case fua && x.fua != nil:
@@ -482,6 +498,7 @@ func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
 				err = x.flusher.Flush(ctx)
 			}
 		}
+		c.timeWrite(start)
 		c.finish(ts, s, err)
 	case CmdFlush:
 		c.finish(ts, s, x.flusher.Flush(ctx))
@@ -505,6 +522,18 @@ func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
 		c.finish(ts, s, err)
 	case CmdBlockStatus:
 		c.blockStatus(ts, s)
+	}
+}
+
+// timeWrite folds the duration of a backend write into the connection's
+// moving average (weight 1/8), which inline consults.
+func (c *serverConn) timeWrite(start time.Time) {
+	d := int64(time.Since(start))
+	for {
+		old := c.writeNs.Load()
+		if c.writeNs.CompareAndSwap(old, old+(d-old)/8) {
+			return
+		}
 	}
 }
 
