@@ -1,0 +1,61 @@
+//go:build !race
+
+package nbd
+
+import (
+	"context"
+	"testing"
+)
+
+// ReadAt and WriteAt allocate nothing in steady state (the race detector
+// allocates on its own, hence the build tag). nbdkit serves, so every
+// allocation counted is the client's.
+func TestClientZeroAllocs(t *testing.T) {
+	_, uri := clientNbdkit(t, "memory", "size=16M")
+	c, err := Dial(context.Background(), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4096)
+	big := make([]byte, 256<<10)
+	for name, f := range map[string]func(){
+		"ReadAt 4K":   func() { _, err = c.ReadAt(buf, 8192) },
+		"WriteAt 4K":  func() { _, err = c.WriteAt(buf, 8192) },
+		"ReadAt 256K": func() { _, err = c.ReadAt(big, 1<<20) },
+		"WriteAt 256K": func() {
+			_, err = c.WriteAt(big, 1<<20)
+		},
+		"Pread": func() { err = c.Pread(context.Background(), buf, 0, 0) },
+	} {
+		f() // warm up: buffers of the runtime's poller
+		if n := testing.AllocsPerRun(200, f); n != 0 || err != nil {
+			t.Errorf("%s: %v allocations per call, err %v", name, n, err)
+		}
+	}
+}
+
+// Reads and writes split over a small maximum payload allocate nothing
+// either.
+func TestClientZeroAllocsSplit(t *testing.T) {
+	_, uri := clientNbdkit(t, "--filter=blocksize-policy", "memory", "size=16M",
+		"blocksize-minimum=512", "blocksize-preferred=4096", "blocksize-maximum=65536")
+	c, err := Dial(context.Background(), uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, mx := c.BlockSize(); mx != 65536 {
+		t.Fatalf("maximum payload %d", mx)
+	}
+	big := make([]byte, 1<<20)
+	for name, f := range map[string]func(){
+		"ReadAt 1M":  func() { _, err = c.ReadAt(big, 0) },
+		"WriteAt 1M": func() { _, err = c.WriteAt(big, 0) },
+	} {
+		f()
+		if n := testing.AllocsPerRun(50, f); n != 0 || err != nil {
+			t.Errorf("%s: %v allocations per call, err %v", name, n, err)
+		}
+	}
+}
