@@ -85,7 +85,9 @@ func Through[T any](q Queue[T]) Link {
 // are exactly f.BlockSize() long (sectors). The upstream goroutine copies
 // each unit into a reserved block and commits it; the downstream goroutine
 // peeks blocks in batches and hands each on in place, releasing the batch
-// when every unit in it has been through the stages inline after the link.
+// when every unit in it has been through the stages inline after the link:
+// a unit must be copied before it crosses a Ring or Chan link (a FIFO link
+// copies).
 // The pipeline owns f while it runs and Resets it at the start of every
 // run; f must serve no other pipeline.
 func FIFO(f *fifo.FIFO) Link {
