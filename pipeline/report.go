@@ -72,6 +72,17 @@ type StageReport struct {
 	Latency Latency       `json:"latency"`     // per unit in the stage
 }
 
+// Stage returns the report of the stage named name (the first, if several
+// share it).
+func (r *Report) Stage(name string) (StageReport, bool) {
+	for _, s := range r.Stages {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return StageReport{}, false
+}
+
 // report builds the Report of the run that just ended.
 func (p *Pipeline) report(wall time.Duration, err error) Report {
 	r := Report{

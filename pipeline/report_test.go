@@ -194,3 +194,14 @@ func TestWriteComparison(t *testing.T) {
 		t.Errorf("comparison (-want +got):\n%s", diff)
 	}
 }
+
+func TestReportStage(t *testing.T) {
+	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
+	r := fakeRun(t, 10, 512, per, 40*time.Microsecond, 0)
+	if s, ok := r.Stage("b"); !ok || s.Index != 2 || s.PerUnit != per[2] {
+		t.Errorf("Stage(b): %+v, %v", s, ok)
+	}
+	if _, ok := r.Stage("nbd"); ok {
+		t.Error("Stage(nbd) found a stage that is not there")
+	}
+}
