@@ -49,6 +49,15 @@ import (
 // pass through it, so one read syscall can carry many small replies.
 const clientReplyBuffer = 256 << 10
 
+// clientDirectRead is the payload size from which reply data is read
+// from the socket straight into the caller's buffer rather than through
+// the bufio.Reader (which batches small replies into one syscall).
+const clientDirectRead = 32 << 10
+
+// clientHeaderRead is how much the reader reads ahead for a reply header
+// after a large payload: a chunk header and an OFFSET_DATA offset.
+const clientHeaderRead = ChunkHeaderSize + OffsetDataHeaderSize
+
 // clientMaxStatusChunk bounds one BLOCK_STATUS chunk (about 128k extents).
 const clientMaxStatusChunk = 1 << 20
 
@@ -115,6 +124,7 @@ type clientConn struct {
 
 	// owned by the leader
 	interruptible bool // a read deadline may end the read: nothing of the next message is consumed
+	headerOnly    bool // the last payload was large: read no further than a header
 	rhdr          [ChunkHeaderSize]byte
 	rfix          [OffsetHoleSize]byte // fixed-size chunk payloads
 	scratch       []byte
@@ -462,6 +472,11 @@ var errClientInterrupted = errors.New("nbd: read interrupted at a message bounda
 type clientSock struct{ c *clientConn }
 
 func (r clientSock) Read(p []byte) (int, error) {
+	if r.c.headerOnly && len(p) > clientHeaderRead {
+		// Do not read ahead into what is likely a large payload: it is
+		// to go straight into its caller's buffer.
+		p = p[:clientHeaderRead]
+	}
 	for {
 		n, err := r.c.nc.Read(p)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -563,6 +578,7 @@ func (c *clientConn) header(n int) ([]byte, error) {
 		return nil, err
 	}
 	c.interruptible = false
+	c.headerOnly = false
 	copy(c.rhdr[:n], b)
 	_, _ = c.br.Discard(n)
 	return c.rhdr[:n], nil
@@ -596,7 +612,7 @@ func (c *clientConn) readSimple() error {
 			return protoErr("simple reply with data to READ after structured replies were negotiated")
 		}
 		if s.buf != nil {
-			if _, err := io.ReadFull(c.br, s.buf); err != nil {
+			if err := c.readPayload(s.buf); err != nil {
 				return err
 			}
 		} else if _, err := c.br.Discard(int(s.length)); err != nil {
@@ -709,8 +725,7 @@ func (c *clientConn) chunkBody(s *clientSlot, ch *ChunkHeader) (reqErr, err erro
 			_, err := c.br.Discard(int(dlen))
 			return nil, err
 		}
-		_, err := io.ReadFull(c.br, s.buf[off-s.off:][:dlen])
-		return nil, err
+		return nil, c.readPayload(s.buf[off-s.off:][:dlen])
 	case ChunkOffsetHole:
 		if s.cmd != CmdRead {
 			return nil, protoErr("OFFSET_HOLE chunk in reply to " + s.cmd.String())
@@ -748,6 +763,23 @@ func (c *clientConn) chunkBody(s *clientSlot, ch *ChunkHeader) (reqErr, err erro
 	// proto.md: a client that gets a non-error chunk type it does not
 	// know cannot tell what it means; the connection is done.
 	return nil, protoErr("unknown chunk type " + ch.Type.String())
+}
+
+// readPayload reads reply data into dst: through the bufio.Reader when it
+// is small, else what is buffered and then the rest straight from the
+// socket into dst.
+func (c *clientConn) readPayload(dst []byte) error {
+	if len(dst) < clientDirectRead {
+		_, err := io.ReadFull(c.br, dst)
+		return err
+	}
+	n := min(c.br.Buffered(), len(dst))
+	if n > 0 {
+		_, _ = c.br.Read(dst[:n]) // buffered bytes only: no syscall
+	}
+	_, err := io.ReadFull(clientSock{c}, dst[n:])
+	c.headerOnly = true
+	return err
 }
 
 func (c *clientConn) readScratch(n int) ([]byte, error) {

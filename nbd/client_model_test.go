@@ -18,8 +18,8 @@ import (
 // A rapid state machine drives a Client against a scripted in-memory
 // server and checks every result against a plain byte slice. The server
 // answers reads with structured replies cut at random into data and hole
-// chunks sent in random order, and its maximum payload is small, so reads
-// and writes are split; actions also run in parallel on disjoint ranges.
+// chunks sent in random order, and its maximum payload is 36 KiB, so reads
+// and writes are split and large pieces take the direct read path; actions also run in parallel on disjoint ranges.
 
 const clientModelSize = 64 << 10
 
@@ -29,7 +29,7 @@ func clientMemServer(t testing.TB, conn net.Conn, disk []byte, seed uint64) {
 	p := &clientPeer{t: t, conn: conn}
 	cfg := clientDefaultScript()
 	cfg.size = uint64(len(disk))
-	cfg.blockSize = [3]uint32{1, 4096, 8192}
+	cfg.blockSize = [3]uint32{1, 4096, 36 << 10}
 	defer func() {
 		if r := recover(); r != nil {
 			if _, ok := r.(clientPeerDone); !ok {
@@ -151,7 +151,7 @@ type clientModel struct {
 
 func (m *clientModel) rangeOf(t *rapid.T) (int64, int) {
 	off := rapid.IntRange(0, clientModelSize-1).Draw(t, "off")
-	n := rapid.IntRange(1, min(clientModelSize-off, 20000)).Draw(t, "len")
+	n := rapid.IntRange(1, min(clientModelSize-off, 48<<10)).Draw(t, "len")
 	return int64(off), n
 }
 
