@@ -28,6 +28,7 @@ const (
 
 var pathNames = [...]string{"none", "splice", "sendfile", "copy"}
 
+// String returns the path's name: "none", "splice", "sendfile" or "copy".
 func (p Path) String() string {
 	if int(p) < len(pathNames) {
 		return pathNames[p]
