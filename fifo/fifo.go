@@ -124,8 +124,11 @@ type Stats struct {
 }
 
 // DefaultSpin is how long a blocked call spins (re-checking the other
-// side, yielding the processor) before it parks, when Config.Spin is 0.
-const DefaultSpin = 20 * time.Microsecond
+// side, yielding the processor) before it parks, when Config.Spin is 0:
+// about what parking and waking a goroutine costs, so a wait costs at most
+// about twice the best choice. Longer spins pay on idle cores and hurt on a
+// machine whose cores are busy with other work.
+const DefaultSpin = 5 * time.Microsecond
 
 // spinChecks is how often a waiting side re-checks the other side's index
 // before it starts yielding. On a machine with a core per side the other
