@@ -45,11 +45,12 @@ type Pool struct {
 	headroom int
 	checked  bool
 
-	mu     sync.Mutex
-	free   []*Buf // unchecked: reusable handles; checked: dead handles whose storage is reusable
-	gets   int64
-	puts   int64
-	allocs int64
+	mu      sync.Mutex
+	free    []*Buf // unchecked: reusable handles; checked: dead handles whose storage is reusable
+	gets    int64
+	puts    int64
+	allocs  int64
+	dropped int64
 }
 
 // PoolStats is a snapshot of a Pool's counters.
@@ -57,6 +58,7 @@ type PoolStats struct {
 	Gets        int64 // buffers handed out by Get
 	Puts        int64 // buffers returned by their last Release
 	Allocs      int64 // buffers allocated (Get with an empty free list, Prealloc)
+	Dropped     int64 // free buffers let go to the garbage collector by Trim
 	Free        int   // buffers on the free list now
 	Outstanding int64 // Gets - Puts: buffers in use now
 }
@@ -157,7 +159,24 @@ func (p *Pool) put(b *Buf) {
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return PoolStats{Gets: p.gets, Puts: p.puts, Allocs: p.allocs, Free: len(p.free), Outstanding: p.gets - p.puts}
+	return PoolStats{Gets: p.gets, Puts: p.puts, Allocs: p.allocs, Dropped: p.dropped, Free: len(p.free), Outstanding: p.gets - p.puts}
+}
+
+// Trim lets all but keep of the free buffers go to the garbage collector
+// and returns how many it dropped. The pool never shrinks on its own: its
+// memory is the high-water mark of buffers in use, until Trim.
+func (p *Pool) Trim(keep int) int {
+	keep = max(keep, 0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.free) - keep
+	if n <= 0 {
+		return 0
+	}
+	clear(p.free[keep:])
+	p.free = p.free[:keep]
+	p.dropped += int64(n)
+	return n
 }
 
 // Buf is one fixed-size, reference-counted buffer of a Pool (an fbuf).

@@ -304,6 +304,13 @@ func poolMachine(t *rapid.T, checked bool) {
 				}
 			}
 		},
+		"trim": func(t *rapid.T) {
+			keep := rapid.IntRange(0, 3).Draw(t, "keep")
+			before := p.Stats().Free
+			if got, want := p.Trim(keep), max(before-keep, 0); got != want {
+				t.Fatalf("Trim(%d) with %d free dropped %d, want %d", keep, before, got, want)
+			}
+		},
 		"misuse dead handle": func(t *rapid.T) {
 			if len(dead) == 0 {
 				t.Skip("no dead handle")
@@ -320,7 +327,7 @@ func poolMachine(t *rapid.T, checked bool) {
 			if st.Outstanding != int64(len(live)) {
 				t.Fatalf("pool says %d outstanding, model %d", st.Outstanding, len(live))
 			}
-			if st.Gets-st.Puts != st.Outstanding || st.Allocs != int64(st.Free)+st.Outstanding {
+			if st.Gets-st.Puts != st.Outstanding || st.Allocs != int64(st.Free)+st.Outstanding+st.Dropped {
 				t.Fatalf("inconsistent stats %+v", st)
 			}
 			for _, l := range live {
