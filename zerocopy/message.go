@@ -31,7 +31,7 @@ func (f *frag) start() int { return cap(f.b.store) - cap(f.p) }
 // Ownership. A Message holds one reference on every buffer its fragments
 // view (two fragments of the same buffer may share one). The buffers go back
 // to their pool when the bytes viewing them leave every message: by
-// TrimFront, Pop, Truncate, WriteTo, or Release. Append takes over the
+// TrimFront, Pop, Truncate, Read, WriteTo, or Release. Append takes over the
 // caller's reference; Split and Clone add references, never copies; Join
 // moves references.
 //
