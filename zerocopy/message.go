@@ -28,8 +28,9 @@ func (f *frag) start() int { return cap(f.b.store) - cap(f.p) }
 // data is appended at the back, and a message can be split at any offset
 // and joined to another.
 //
-// Ownership. A Message holds one reference on every buffer its fragments
-// view (two fragments of the same buffer may share one). The buffers go back
+// Ownership. A Message holds one reference per fragment that views a
+// buffer (adjacent views of one buffer are merged into one fragment, holding
+// one reference). The buffers go back
 // to their pool when the bytes viewing them leave every message: by
 // TrimFront, Pop, Truncate, Read, WriteTo, or Release. Append takes over the
 // caller's reference; Split and Clone add references, never copies; Join
