@@ -129,11 +129,10 @@ func (n *Negotiator) with(ctx context.Context, f func() error) error {
 	err := f()
 	if !stop() {
 		<-fired // so the deadline cannot land after the reset below
-		if err == nil {
-			err = ctx.Err()
-		} else {
-			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
-		}
+	}
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// The deadline or cancellation is why the I/O failed.
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	_ = n.conn.SetDeadline(time.Time{})
 	if err != nil {

@@ -1032,3 +1032,19 @@ func TestClientMultiConnFlush(t *testing.T) {
 		t.Fatal("multi-conn with differing sizes accepted")
 	}
 }
+
+// A handshake that stalls ends with the context's deadline.
+func TestClientHandshakeDeadline(t *testing.T) {
+	cs := clientPipePair(t, func(p *clientPeer) {
+		p.greet(HandshakeFixedNewstyle)
+		p.expect(OptStructuredReply)
+		p.hangup() // never answers
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := NewClient(ctx, cs)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("stalled handshake: %v after %v", err, time.Since(start))
+	}
+}
