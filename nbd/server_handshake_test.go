@@ -10,9 +10,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/pem"
 	"io"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,6 +26,25 @@ import (
 // returns a server config and a client config that trusts it.
 func serverTestTLS(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
+	s, c, _ := serverTestCert(t)
+	return s, c
+}
+
+// serverTestTLSDir also writes the certificate as ca-cert.pem in a
+// directory, as libnbd's tls-certificates wants.
+func serverTestTLSDir(t testing.TB) (*tls.Config, string) {
+	t.Helper()
+	s, _, der := serverTestCert(t)
+	dir := t.TempDir()
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, "ca-cert.pem"), pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+func serverTestCert(t testing.TB) (server, client *tls.Config, der []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -30,9 +52,10 @@ func serverTestTLS(t testing.TB) (server, client *tls.Config) {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +66,7 @@ func serverTestTLS(t testing.TB) (server, client *tls.Config) {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
-		&tls.Config{RootCAs: pool, ServerName: "localhost"}
+		&tls.Config{RootCAs: pool, ServerName: "localhost"}, der
 }
 
 func TestServerRequireTLS(t *testing.T) {

@@ -190,3 +190,27 @@ func TestServerFioVerify(t *testing.T) {
 		t.Fatal("fio wrote nothing to the disk")
 	}
 }
+
+// nbdinfo over TLS to a server in FORCEDTLS mode, trusting its certificate
+// as a CA (libnbd's x509 directory layout: ca-cert.pem).
+func TestServerNbdinfoTLS(t *testing.T) {
+	nbdinfo := testenv.Need(t, "nbdinfo", "libnbd-bin")
+	scfg, dir := serverTestTLSDir(t)
+	path := serverTestStart(t, &Server{TLSConfig: scfg, RequireTLS: true, Exports: []Export{{Name: "sec", Backend: NewMemDisk(1 << 20)}}})
+	uri := "nbds+unix:///sec?socket=" + url.QueryEscape(path) + "&tls-certificates=" + url.QueryEscape(dir)
+	out := testenv.Run(t, 30*time.Second, nbdinfo, "--json", uri)
+	var info struct {
+		TLS     bool `json:"TLS"`
+		Exports []map[string]any
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("nbdinfo --json: %v\n%s", err, out)
+	}
+	if !info.TLS || len(info.Exports) != 1 || info.Exports[0]["export-size"] != float64(1<<20) {
+		t.Fatalf("nbdinfo over TLS: %s", out)
+	}
+	// Without TLS the server refuses (libnbd reports the ERR_TLS_REQD).
+	if out, err := testenv.RunErr(30*time.Second, nbdinfo, serverTestURI(path, "sec")); err == nil {
+		t.Fatalf("nbdinfo without TLS succeeded:\n%s", out)
+	}
+}
