@@ -75,8 +75,8 @@ func (m *Message) Init(p *Pool) {
 func (m *Message) SetHeaderPool(hp *Pool) { m.hpool = hp }
 
 // SetAccounting makes m record the bytes it copies (CopyTo, Read) and moves
-// through system calls (ReadFrom, ReadFromN, WriteTo) into a; nil turns it
-// off.
+// through system calls (ReadFrom, ReadFromN, ReadFromAt, WriteTo, WriteToAt)
+// into a; nil turns it off.
 func (m *Message) SetAccounting(a *Accounting) { m.acct = a }
 
 // Len returns the number of bytes in the message.
@@ -452,6 +452,80 @@ func (m *Message) ReadFromN(r io.Reader, n int64) (int64, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return got, err
+}
+
+// ReadFromAt reads n bytes of r starting at offset off (a disk or file:
+// pread, no file position) into new pooled buffers appended at the end of the
+// message, one ReadAt per buffer. It returns the bytes read and
+// io.ErrUnexpectedEOF if r ends first (the bytes read stay in the message).
+func (m *Message) ReadFromAt(r io.ReaderAt, off, n int64) (int64, error) {
+	if off < 0 || n < 0 {
+		return 0, fmt.Errorf("%w: ReadFromAt(%d, %d)", ErrRange, off, n)
+	}
+	if m.pool == nil {
+		return 0, ErrNoPool
+	}
+	var total int64
+	for total < n {
+		b := m.pool.Get()
+		p := b.Writable()
+		if int64(len(p)) > n-total {
+			p = p[:n-total]
+		}
+		k, err := r.ReadAt(p, off+total)
+		if k < 0 || k > len(p) {
+			k, err = 0, fmt.Errorf("zerocopy: ReaderAt returned %d bytes for a %d-byte read", k, len(p))
+		}
+		if k == len(p) && err == io.EOF {
+			err = nil // io.ReaderAt may report EOF with the last full read
+		}
+		total += int64(k)
+		m.acct.AddCrossing(int64(k))
+		if k > 0 {
+			b.freeze()
+			m.appendFrag(frag{b: b, p: b.store[m.pool.headroom:][:k]})
+		} else {
+			b.Release()
+		}
+		if err == io.EOF || (err == nil && k < len(p)) {
+			return total, io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// WriteToAt writes the whole message to w at offset off, one WriteAt per
+// fragment (for a disk or file: pwrite, no flattening, no copy), and removes
+// what was written, releasing the buffers; on error the unwritten bytes stay
+// and the returned count says how far it got.
+func (m *Message) WriteToAt(w io.WriterAt, off int64) (int64, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%w: WriteToAt(%d)", ErrRange, off)
+	}
+	var total int64
+	var err error
+	i := 0
+	for ; i < len(m.frags); i++ {
+		p := m.frags[i].p
+		var k int
+		k, err = w.WriteAt(p, off+total)
+		if k < 0 || k > len(p) {
+			k, err = 0, fmt.Errorf("zerocopy: WriterAt returned %d for a %d-byte write", k, len(p))
+		}
+		if err == nil && k < len(p) {
+			err = io.ErrShortWrite
+		}
+		total += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	m.acct.AddCrossing(total)
+	m.TrimFront(int(total))
+	return total, err
 }
 
 // read reads up to limit bytes (no limit when negative) into pooled buffers.

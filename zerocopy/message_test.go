@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/iotest"
 
@@ -533,6 +535,32 @@ func messageMachine(t *rapid.T) {
 			}
 			models[i] = []byte{}
 		},
+		"read from at": func(t *rapid.T) {
+			i := idx(t, "i")
+			d := data(t, 3*size)
+			off := rapid.IntRange(0, len(d)).Draw(t, "off")
+			n := rapid.IntRange(0, len(d)-off+2).Draw(t, "n")
+			got, err := msgs[i].ReadFromAt(bytes.NewReader(d), int64(off), int64(n))
+			avail := min(n, len(d)-off)
+			if got != int64(avail) || (avail < n) != (err == io.ErrUnexpectedEOF) || (avail == n && err != nil) {
+				t.Fatalf("ReadFromAt(%d, %d) of %d bytes = %d, %v", off, n, len(d), got, err)
+			}
+			models[i] = append(models[i], d[off:off+avail]...)
+		},
+		"write to at": func(t *rapid.T) {
+			i := idx(t, "i")
+			off := rapid.IntRange(0, 10).Draw(t, "off")
+			var dst atWriter
+			n, err := msgs[i].WriteToAt(&dst, int64(off))
+			var want []byte // nothing written for an empty message
+			if len(models[i]) > 0 {
+				want = append(make([]byte, off), models[i]...)
+			}
+			if err != nil || n != int64(len(models[i])) || !bytes.Equal(dst.b, want) {
+				t.Fatalf("WriteToAt(%d) = %d, %v, %q; want %q", off, n, err, dst.b, want)
+			}
+			models[i] = []byte{}
+		},
 		"release": func(t *rapid.T) {
 			i := idx(t, "i")
 			msgs[i].Release()
@@ -575,4 +603,68 @@ func btoi(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// atWriter is an io.WriterAt over a growing slice.
+type atWriter struct{ b []byte }
+
+func (w *atWriter) WriteAt(p []byte, off int64) (int, error) {
+	if end := int(off) + len(p); end > len(w.b) {
+		w.b = append(w.b, make([]byte, end-len(w.b))...)
+	}
+	return copy(w.b[off:], p), nil
+}
+
+// TestReadFromAtWriteToAtFile moves a payload from one file to another at
+// offsets through pooled buffers, with no user-space copy.
+func TestReadFromAtWriteToAtFile(t *testing.T) {
+	dir := t.TempDir()
+	data := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstuvwxyz"), 5000) // 180000 bytes
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(filepath.Join(dir, "dst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	p := newTestPool(t, 64<<10, 16, true)
+	var acct Accounting
+	m := NewMessage(p)
+	m.SetAccounting(&acct)
+	if n, err := m.ReadFromAt(in, 1000, 150_000); err != nil || n != 150_000 || m.NumFragments() != 3 {
+		t.Fatalf("ReadFromAt = %d, %v, %d fragments", n, err, m.NumFragments())
+	}
+	if n, err := m.WriteToAt(out, 4096); err != nil || n != 150_000 || m.Len() != 0 {
+		t.Fatalf("WriteToAt = %d, %v, %d left", n, err, m.Len())
+	}
+	got, err := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[4096:], data[1000:151_000]) || len(got) != 4096+150_000 {
+		t.Fatal("destination file differs")
+	}
+	if st := acct.Snapshot(); st.Copied != 0 || st.Crossings != 300_000 {
+		t.Fatalf("accounting %+v", st)
+	}
+	if n, err := m.ReadFromAt(in, int64(len(data))-10, 20); n != 10 || err != io.ErrUnexpectedEOF {
+		t.Fatalf("ReadFromAt past EOF = %d, %v", n, err)
+	}
+	m.Release()
+	if st := p.Stats(); st.Outstanding != 0 {
+		t.Fatalf("leak: %+v", st)
+	}
+	if _, err := m.ReadFromAt(in, -1, 1); !errors.Is(err, ErrRange) {
+		t.Fatalf("negative offset: %v", err)
+	}
+	if _, err := m.WriteToAt(out, -1); !errors.Is(err, ErrRange) {
+		t.Fatalf("negative offset: %v", err)
+	}
 }
