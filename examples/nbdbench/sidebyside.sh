@@ -26,7 +26,7 @@ job() { # name rw bs iodepth
     "$NBDBENCH" -uri "$U" -rw "$2" -bs "$3" -iodepth "$4" -runtime "${RT}s" -size 1g | tail -n +2
     echo "== $1 run $r fio"
     fio --name="$1" --ioengine=nbd --uri="$U" --rw="$2" --bs="$3" --iodepth="$4" --runtime="$RT" \
-      --time_based --size=1G --percentile_list=50:99:99.9 2>&1 | grep -E ' (read|write): IOPS|th=\['
+      --time_based --size=1G --percentile_list=50:99:99.9 2>&1 | grep -E ' (read|write): IOPS|clat percentiles|th=\['
   done
 }
 job randread4k-qd32 randread 4k 32

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Medians table from the output of sidebyside.sh.
 import re,sys,statistics as st
-cur=None; data={}
+cur=None; data={}; scale=1.0
 for line in open(sys.argv[1]):
     m=re.match(r'== (\S+) run (\d+) (\S+)',line)
     if m: cur=(m.group(1),m.group(3)); data.setdefault(cur,{'iops':[],'bw':[],'p50':[],'p99':[],'p999':[]}); continue
@@ -15,9 +15,12 @@ for line in open(sys.argv[1]):
     if m:
         i=float(m.group(1))*(1000 if m.group(2) else 1); bw=float(m.group(3))*{'MiB':1,'GiB':1024,'KiB':1/1024}[m.group(4)]
         d['iops'].append(i); d['bw'].append(bw); continue
+    m=re.search(r'clat percentiles \((\w+)\)',line)
+    if m:
+        scale={'nsec':0.001,'usec':1.0,'msec':1000.0}.get(m.group(1),1.0); continue
     m=re.search(r'50.0th=\[\s*(\d+)\], 99.0th=\[\s*(\d+)\], 99.9th=\[\s*(\d+)\]',line)
     if m:
-        d['p50'].append(float(m.group(1))); d['p99'].append(float(m.group(2))); d['p999'].append(float(m.group(3)))
+        d['p50'].append(float(m.group(1))*scale); d['p99'].append(float(m.group(2))*scale); d['p999'].append(float(m.group(3))*scale)
 jobs=[]
 for (j,t) in data:
     if j not in jobs: jobs.append(j)
