@@ -31,7 +31,8 @@
 // message holds that buffer alone, else into a new header buffer; Pop,
 // TrimFront, Truncate, Split, Join, Append and Clone edit the list without
 // copying payload bytes. WriteTo sends the fragments with one writev;
-// ReadFrom and ReadFromN read into pooled buffers.
+// ReadFrom and ReadFromN read into pooled buffers; ReadFromAt and WriteToAt
+// do the same against a disk image (io.ReaderAt, io.WriterAt) at an offset.
 //
 // # Ownership and retention contract (for the stages that hand payloads on)
 //
