@@ -39,7 +39,8 @@
 //  1. Whoever holds a reference releases it exactly once. Get returns one;
 //     Ref adds one; Message.Append takes the caller's (the caller must not
 //     use the Buf afterwards); a Message releases its references when the
-//     bytes leave it (TrimFront, Pop, Truncate, Read, WriteTo, Release).
+//     bytes leave it (TrimFront, Pop, Truncate, Read, WriteTo, WriteToAt,
+//     Release).
 //  2. A handed-off buffer is immutable. Nobody writes to it again, through
 //     Writable (which panics) or through a slice kept from before.
 //  3. A slice obtained from a Buf or a Message is valid only while the

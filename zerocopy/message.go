@@ -32,7 +32,7 @@ func (f *frag) start() int { return cap(f.b.store) - cap(f.p) }
 // buffer (adjacent views of one buffer are merged into one fragment, holding
 // one reference). The buffers go back
 // to their pool when the bytes viewing them leave every message: by
-// TrimFront, Pop, Truncate, Read, WriteTo, or Release. Append takes over the
+// TrimFront, Pop, Truncate, Read, WriteTo, WriteToAt, or Release. Append takes over the
 // caller's reference; Split and Clone add references, never copies; Join
 // moves references.
 //
