@@ -30,11 +30,10 @@ func (f *frag) start() int { return cap(f.b.store) - cap(f.p) }
 //
 // Ownership. A Message holds one reference per fragment that views a
 // buffer (adjacent views of one buffer are merged into one fragment, holding
-// one reference). The buffers go back
-// to their pool when the bytes viewing them leave every message: by
-// TrimFront, Pop, Truncate, Read, WriteTo, WriteToAt, or Release. Append takes over the
-// caller's reference; Split and Clone add references, never copies; Join
-// moves references.
+// one reference). The buffers go back to their pool when the bytes viewing
+// them leave every message: by TrimFront, Pop, Truncate, Read, WriteTo,
+// WriteToAt, or Release. Append takes over the caller's reference; Split and
+// Clone add references, never copies; Join moves references.
 //
 // Retention. A slice returned by Push, Front or Fragment is valid until the
 // message next changes at that place (the bytes are trimmed or the message
