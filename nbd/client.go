@@ -378,24 +378,24 @@ func (c *Client) check(off, length int64) error {
 		return ErrClosed
 	}
 	if off < 0 || length < 0 || off > c.size || length > c.size-off {
-		return fmt.Errorf("%w: [%d, +%d) of an export of %d bytes", ErrOutOfRange, off, length, c.size)
+		return fmt.Errorf("%w: [%d, +%d) of an export of %d bytes (%w)", ErrOutOfRange, off, length, c.size, clientErrno{EINVAL})
 	}
 	if m := int64(c.minBlock); m > 1 && (off%m != 0 || length%m != 0) {
-		return fmt.Errorf("%w: [%d, +%d) with a minimum block of %d", ErrUnaligned, off, length, m)
+		return fmt.Errorf("%w: [%d, +%d) with a minimum block of %d (%w)", ErrUnaligned, off, length, m, clientErrno{EINVAL})
 	}
 	return nil
 }
 
 func (c *Client) need(f ExportFlags, what string) error {
 	if !c.info.Flags.Has(f) {
-		return fmt.Errorf("%w: %s needs %v", ErrNotAdvertised, what, f)
+		return fmt.Errorf("%w: %s needs %v (%w)", ErrNotAdvertised, what, f, clientErrno{ENOTSUP})
 	}
 	return nil
 }
 
 func (c *Client) writable() error {
 	if c.info.Flags.Has(ExportReadOnly) {
-		return ErrReadOnly
+		return fmt.Errorf("%w (%w)", ErrReadOnly, clientErrno{EPERM})
 	}
 	return nil
 }
@@ -416,7 +416,7 @@ func (c *Client) checkFlags(cmd Command, flags, allowed CmdFlags) error {
 			return err
 		}
 		if !c.structured {
-			return fmt.Errorf("%w: DF needs structured replies", ErrNotAdvertised)
+			return fmt.Errorf("%w: DF needs structured replies (%w)", ErrNotAdvertised, clientErrno{ENOTSUP})
 		}
 	}
 	if flags.Has(FlagFastZero) {
@@ -425,7 +425,7 @@ func (c *Client) checkFlags(cmd Command, flags, allowed CmdFlags) error {
 		}
 	}
 	if flags.Has(FlagReqOne) && !c.structured {
-		return fmt.Errorf("%w: REQ_ONE needs structured replies", ErrNotAdvertised)
+		return fmt.Errorf("%w: REQ_ONE needs structured replies (%w)", ErrNotAdvertised, clientErrno{ENOTSUP})
 	}
 	return nil
 }
@@ -718,7 +718,7 @@ func (c *Client) Cache(ctx context.Context, off, length int64) error {
 // negotiated.
 func (c *Client) BlockStatus(ctx context.Context, off, length int64, dst []Extent) ([]Extent, error) {
 	if !c.hasBase {
-		return dst, fmt.Errorf("%w: base:allocation was not negotiated", ErrNotAdvertised)
+		return dst, fmt.Errorf("%w: base:allocation was not negotiated (%w)", ErrNotAdvertised, clientErrno{ENOTSUP})
 	}
 	if length == 0 {
 		if err := c.check(off, 0); err != nil {
@@ -767,7 +767,7 @@ func (c *Client) BlockStatusFlags(ctx context.Context, off, length int64, flags 
 		return err
 	}
 	if len(c.contexts) == 0 {
-		return fmt.Errorf("%w: no metadata context was negotiated", ErrNotAdvertised)
+		return fmt.Errorf("%w: no metadata context was negotiated (%w)", ErrNotAdvertised, clientErrno{ENOTSUP})
 	}
 	if err := c.checkFlags(CmdBlockStatus, flags, FlagReqOne); err != nil {
 		return err
@@ -819,7 +819,7 @@ func (c *Client) WalkExtents(ctx context.Context, metaContext string, off, lengt
 		}
 	}
 	if !found {
-		return fmt.Errorf("%w: metadata context %q was not negotiated", ErrNotAdvertised, metaContext)
+		return fmt.Errorf("%w: metadata context %q was not negotiated (%w)", ErrNotAdvertised, metaContext, clientErrno{ENOTSUP})
 	}
 	if err := c.check(off, length); err != nil {
 		return err
@@ -849,4 +849,25 @@ func (c *Client) WalkExtents(ctx context.Context, metaContext string, off, lengt
 		}
 	}
 	return nil
+}
+
+// clientErrno is the errno a local refusal stands for, so that a server
+// re-exporting a Client answers it as the protocol expects (ENOTSUP for a
+// feature the upstream lacks, EPERM for a read-only export, EINVAL for a
+// bad range) and errors.Is(err, syscall.ENOTSUP) works. It does not claim
+// to come from the server: its text is the plain errno's.
+type clientErrno struct{ e Errno }
+
+func (x clientErrno) Error() string { return x.e.Syscall().Error() }
+
+// Is matches as the Errno does.
+func (x clientErrno) Is(target error) bool { return x.e.Is(target) }
+
+// As yields the Errno.
+func (x clientErrno) As(target any) bool {
+	if p, ok := target.(*Errno); ok {
+		*p = x.e
+		return true
+	}
+	return false
 }

@@ -221,7 +221,7 @@ func (n *Negotiator) TLS() bool { return n.tls }
 
 func (n *Negotiator) needFixed(o OptionCode) error {
 	if n.style != StyleFixedNewstyle {
-		return fmt.Errorf("%w: option %v needs fixed newstyle, the server speaks %v", ErrNotAdvertised, o, n.style)
+		return fmt.Errorf("%w: option %v needs fixed newstyle, the server speaks %v (%w)", ErrNotAdvertised, o, n.style, clientErrno{ENOTSUP})
 	}
 	return nil
 }
@@ -381,7 +381,7 @@ func (n *Negotiator) metaContexts(ctx context.Context, o OptionCode, export stri
 		return nil, err
 	}
 	if o == OptSetMetaContext && !n.sr {
-		return nil, fmt.Errorf("%w: metadata contexts need structured replies", ErrNotAdvertised)
+		return nil, fmt.Errorf("%w: metadata contexts need structured replies (%w)", ErrNotAdvertised, clientErrno{ENOTSUP})
 	}
 	if err := clientCheckName(export); err != nil {
 		return nil, err

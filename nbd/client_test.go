@@ -1048,3 +1048,36 @@ func TestClientHandshakeDeadline(t *testing.T) {
 		t.Fatalf("stalled handshake: %v after %v", err, time.Since(start))
 	}
 }
+
+// Local refusals carry the errno a server would answer, so a Client
+// re-exported by Server reports them as the protocol expects.
+func TestClientRefusalErrno(t *testing.T) {
+	cfg := clientDefaultScript()
+	cfg.flags = ExportHasFlags | ExportReadOnly
+	cfg.blockSize = [3]uint32{512, 4096, 1 << 20}
+	c, err := clientScripted(t, func(p *clientPeer) {
+		p.handshake(cfg)
+		p.request()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range []struct {
+		err      error
+		sentinel error
+		errno    Errno
+	}{
+		{c.Cache(ctx, 0, 512), ErrNotAdvertised, ENOTSUP},
+		{c.Pwrite(ctx, make([]byte, 512), 0, 0), ErrReadOnly, EPERM},
+		{c.Pread(ctx, make([]byte, 512), 1<<20, 0), ErrOutOfRange, EINVAL},
+		{c.Pread(ctx, make([]byte, 100), 0, 0), ErrUnaligned, EINVAL},
+	} {
+		if !errors.Is(k.err, k.sentinel) || !errors.Is(k.err, k.errno.Syscall()) || ErrnoOf(k.err) != k.errno {
+			t.Errorf("%v: sentinel %v errno %v ErrnoOf %v", k.err, errors.Is(k.err, k.sentinel), errors.Is(k.err, k.errno.Syscall()), ErrnoOf(k.err))
+		}
+		if strings.Contains(k.err.Error(), "server error") {
+			t.Errorf("local refusal reads like a server error: %v", k.err)
+		}
+	}
+}
