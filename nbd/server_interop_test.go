@@ -3,6 +3,7 @@ package nbd
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -212,5 +213,50 @@ func TestServerNbdinfoTLS(t *testing.T) {
 	// Without TLS the server refuses (libnbd reports the ERR_TLS_REQD).
 	if out, err := testenv.RunErr(30*time.Second, nbdinfo, serverTestURI(path, "sec")); err == nil {
 		t.Fatalf("nbdinfo without TLS succeeded:\n%s", out)
+	}
+}
+
+// A FileDisk behind the server: nbdcopy writes an image with zero runs
+// (which nbdcopy sends as WRITE_ZEROES, punched as holes), the file then
+// holds the image, and nbdinfo --map sees the holes through SEEK_HOLE.
+func TestServerFileDiskNbdcopy(t *testing.T) {
+	nbdcopy := testenv.Need(t, "nbdcopy", "libnbd-bin")
+	nbdinfo := testenv.Need(t, "nbdinfo", "libnbd-bin")
+	const size = 8 << 20
+	img, want := serverTestImage(t, size, 3)
+	path := filepath.Join(t.TempDir(), "disk")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{0xee}, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenFileDisk(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	sock := serverTestStart(t, &Server{Exports: []Export{{Backend: d}}})
+	uri := serverTestURI(sock, "")
+	testenv.Run(t, 60*time.Second, nbdcopy, img, uri)
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("file differs from the image after nbdcopy")
+	}
+	out := testenv.Run(t, 30*time.Second, nbdinfo, "--map", uri)
+	holes := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 4 && f[3] == "hole,zero" {
+			holes++
+			var off, n int
+			fmt.Sscan(f[0], &off)
+			fmt.Sscan(f[1], &n)
+			if !bytes.Equal(want[off:off+n], make([]byte, n)) {
+				t.Fatalf("hole [%d,+%d) over data", off, n)
+			}
+		}
+	}
+	if holes == 0 {
+		t.Fatalf("no holes in the map of an image with zero runs:\n%s", out)
 	}
 }
