@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -253,6 +254,20 @@ func (s *Server) resolveExports() error {
 	return nil
 }
 
+// serverTransientAccept reports an accept error worth retrying.
+func serverTransientAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 func serverPow2(v uint32) bool { return v != 0 && v&(v-1) == 0 }
 
 func (s *Server) logger() *slog.Logger {
@@ -320,9 +335,9 @@ func (s *Server) Serve(l net.Listener) error {
 			if s.inShutdown.Load() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Transient (EMFILE and friends): back off, as net/http does.
+			if serverTransientAccept(err) {
+				// Out of descriptors or memory for a moment: back off and
+				// retry, as net/http does, rather than stop serving.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 				s.logger().Warn("nbd: accept failed; retrying", "err", err, "delay", delay)
 				time.Sleep(delay)

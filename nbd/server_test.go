@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -420,5 +423,37 @@ func TestServerConcurrentRequests(t *testing.T) {
 			}
 			seen[r.Cookie] = true
 		}
+	}
+}
+
+// serverFlakyListener fails Accept with EMFILE a few times first.
+type serverFlakyListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *serverFlakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Running out of descriptors for a moment does not stop the server.
+func TestServerAcceptEMFILE(t *testing.T) {
+	s := &Server{Exports: []Export{{Backend: NewMemDisk(4096)}}}
+	path := serverTestSocket(t)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(&serverFlakyListener{Listener: l, fails: 3}) }()
+	c := serverTestDial(t, path)
+	c.negotiate("", false, false)
+	s.Close()
+	if err := <-done; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve = %v", err)
 	}
 }
