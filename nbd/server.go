@@ -101,8 +101,11 @@ type Export struct {
 //
 // Requests of one connection are worked on concurrently, up to
 // MaxInFlight at a time, by a fixed pool of goroutines, each with its own
-// buffer; replies go out in completion order, each with exactly one Write
-// on the connection. In steady state a request allocates nothing.
+// buffer (a lone request, or a write into a backend whose writes have been
+// quick, is served by the reading goroutine itself, saving a hand-off);
+// replies go out in completion order, each in one piece: one Write, or one
+// writev with the other replies finished at the same time. In steady
+// state a request allocates nothing.
 // Memory for request buffers is bounded by MaxConns x MaxInFlight x
 // MaxPayload.
 type Server struct {
