@@ -77,8 +77,9 @@ func (d *FileDisk) Size() int64 { return d.size }
 // and fdatasync makes all of its writes durable.
 func (d *FileDisk) CanMultiConn() bool { return true }
 
-// ReadAt reads with pread; bytes past the end of a file that shrank read
-// as zeroes only if the file says so, otherwise io.EOF is returned.
+// ReadAt reads with pread; past the file's current end (a file that
+// shrank after NewFileDisk) it returns io.EOF, which the server answers
+// with EIO.
 func (d *FileDisk) ReadAt(p []byte, off int64) (int, error) { return d.f.ReadAt(p, off) }
 
 // WriteAt writes with pwrite. A write past Size fails with an error
