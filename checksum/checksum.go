@@ -144,8 +144,15 @@ func CopyAndChecksum(dst, src []byte, initial uint16) uint16 {
 	if len(dst) < len(src) {
 		panic("checksum: CopyAndChecksum: dst shorter than src")
 	}
+	if len(src) <= smallCopy {
+		return Combine(initial, finish(copySumSmall(dst, src)))
+	}
 	return Combine(initial, finish(copySumLE(dst[:len(src)], src)))
 }
+
+// smallCopy is the length up to which CopyAndChecksum uses copySumSmall:
+// below it the call to memmove costs as much as the copy.
+const smallCopy = 128
 
 // The fast paths all compute a "little-endian partial": the ones' complement
 // sum, modulo 2^64-1, of the data read as little-endian words (any width: since

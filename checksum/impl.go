@@ -7,7 +7,14 @@ type impl struct {
 	name    string
 	sum     func(b []byte) uint64
 	copySum func(dst, src []byte) uint64 // len(dst) == len(src)
+	// short marks an implementation only ever used on short buffers: the
+	// tests skip it at the multi-megabyte switch lengths.
+	short bool
 }
 
 // genericImpl is the pure-Go implementation, available everywhere.
 var genericImpl = impl{name: "generic", sum: sumGeneric, copySum: copySumGeneric}
+
+// smallImpl is the short-copy path CopyAndChecksum takes up to smallCopy
+// bytes; the tests run it at every length up to 2048 all the same.
+var smallImpl = impl{name: "small", sum: sumGeneric, copySum: copySumSmall, short: true}

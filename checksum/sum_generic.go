@@ -104,3 +104,40 @@ func copySumGeneric(dst, src []byte) uint64 {
 	copy(dst, src)
 	return sumGeneric(dst)
 }
+
+// copySumSmall copies src into dst (len(dst) == len(src)) and returns the
+// little-endian partial of the copied bytes, for short buffers: 32 bytes per
+// round are loaded into registers, stored and added, with no call to memmove;
+// the tail under 32 bytes goes through copy(). Overlapping buffers go through
+// copy() whole (memmove picks the safe direction), then the sum.
+func copySumSmall(dst, src []byte) uint64 {
+	if overlaps(dst, src) {
+		n := copy(dst, src)
+		return sumGeneric(dst[:n])
+	}
+	var a0, a1, cnt, c uint64
+	for len(src) >= 32 {
+		s, d := (*[32]byte)(src), (*[32]byte)(dst)
+		w0 := binary.LittleEndian.Uint64(s[0:8])
+		w1 := binary.LittleEndian.Uint64(s[8:16])
+		w2 := binary.LittleEndian.Uint64(s[16:24])
+		w3 := binary.LittleEndian.Uint64(s[24:32])
+		binary.LittleEndian.PutUint64(d[0:8], w0)
+		binary.LittleEndian.PutUint64(d[8:16], w1)
+		binary.LittleEndian.PutUint64(d[16:24], w2)
+		binary.LittleEndian.PutUint64(d[24:32], w3)
+		a0, c = bits.Add64(a0, w0, 0)
+		a0, c = bits.Add64(a0, w1, c)
+		cnt, _ = bits.Add64(cnt, 0, c)
+		a1, c = bits.Add64(a1, w2, 0)
+		a1, c = bits.Add64(a1, w3, c)
+		cnt, _ = bits.Add64(cnt, 0, c)
+		src, dst = src[32:], dst[32:]
+	}
+	s := add64(add64(a0, a1), cnt)
+	if len(src) > 0 {
+		n := copy(dst, src)
+		s = add64(s, sumGeneric(dst[:n]))
+	}
+	return s
+}
