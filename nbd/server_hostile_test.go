@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -155,7 +156,12 @@ func FuzzServerSession(f *testing.F) {
 		go func() { hostileDone <- s.ServeConn(hs) }()
 		go io.Copy(io.Discard, hc)
 		hc.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		hc.Write(in) // fails once the server hangs up: fine
+		// The write fails once the server hangs up, which is fine; it
+		// must not time out: that is a server that stopped reading a
+		// connection it still holds open.
+		if _, err := hc.Write(in); errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("server stopped reading for 5 s without hanging up")
+		}
 		hc.Close()
 
 		// A good session alongside.
