@@ -28,10 +28,10 @@ func BenchmarkTransfer(b *testing.B) {
 		chunk  int
 		tap    bool
 	}{
-		{"streaming", Streaming, 64, 16, false},
-		{"streaming-chunk32", Streaming, 128, 32, false},
-		{"streaming-chunk128", Streaming, 256, 128, false},
-		{"streaming-crc32-tap", Streaming, 64, 16, true},
+		{"streaming", Streaming, 0, 0, false}, // the defaults: 128 blocks, 32-sector chunks
+		{"streaming-fifo64-chunk16", Streaming, 64, 16, false},
+		{"streaming-fifo256-chunk128", Streaming, 256, 128, false},
+		{"streaming-crc32-tap", Streaming, 0, 0, true},
 		{"store-and-forward", StoreAndForward, 0, 0, false},
 	} {
 		for _, dir := range []Direction{ToHost, ToDevice} {
@@ -85,13 +85,14 @@ func (d slowDev) ReadAt(p []byte, off int64) (int, error) {
 	return d.r.ReadAt(p, off)
 }
 
-// BenchmarkOverlap shows the overlap in wall-clock time. The backend takes
-// 1 ns per byte to read and the tap 1 ns per byte to look at the data (both
-// busy-wait, plus the cost of reading the clock). "no-room" streams with a
-// FIFO that holds one chunk, so the producer waits for the consumer to free
-// the whole chunk: the two sides take turns. "overlap" has room for two
-// chunks, same calls, and the two sides run at once: about half the time.
-// store-and-forward adds a handshake and two backend-sized calls per sector.
+// BenchmarkOverlap measures the overlap in wall-clock time. The backend
+// takes 1 ns per byte to read and the tap 1 ns per byte to look at the data
+// (both busy-wait, plus the cost of reading the clock). "no-room" streams
+// with a FIFO that holds one chunk, so the producer waits for the consumer to
+// free the whole chunk and the two sides take turns; "overlap" has room for
+// two chunks and the same calls, so with two idle cores the sides run at
+// once and take about half the time. store-and-forward makes two calls per
+// sector.
 func BenchmarkOverlap(b *testing.B) {
 	const n = 64 << 10
 	for _, tc := range []struct {
