@@ -183,7 +183,7 @@ func TestServerFioVerify(t *testing.T) {
 	out := testenv.Run(t, 120*time.Second, fio,
 		"--name=verify", "--ioengine=nbd", "--uri="+serverTestURI(path, ""),
 		"--rw=randwrite", "--bs=4k", "--size=16m", "--iodepth=16", "--numjobs=1",
-		"--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--randrepeat=0", "--output-format=terse")
+		"--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--verify_state_save=0", "--randrepeat=0", "--output-format=terse")
 	if strings.Contains(out, "verify:") || strings.Contains(strings.ToLower(out), "bad magic") {
 		t.Fatalf("fio reported verify errors:\n%s", out)
 	}
