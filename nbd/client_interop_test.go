@@ -446,4 +446,103 @@ func TestClientNbdServer(t *testing.T) {
 	if _, err := c.BlockStatus(ctx, 0, 4096, nil); !errors.Is(err, ErrNotAdvertised) {
 		t.Fatalf("BlockStatus without structured replies: %v", err)
 	}
+	if c.Flags().Has(ExportSendWriteZeroes) {
+		if _, err := c.WriteAt(bytes.Repeat([]byte{9}, 8192), 2<<20); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WriteZeroes(ctx, 2<<20, 8192, 0); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 8192)
+		if _, err := c.ReadAt(got, 2<<20); err != nil || !bytes.Equal(got, make([]byte, 8192)) {
+			t.Fatalf("zeroed range reads back wrong: %v", err)
+		}
+	}
+	// nbd-server forks a child per connection: kill the one serving c.
+	clientKillMidRun(t, c, func() {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		fmt.Sscan(string(b), &pid)
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		killed := 0
+		for _, f := range strings.Fields(string(kids)) {
+			var kid int
+			if _, err := fmt.Sscan(f, &kid); err == nil && kid > 1 {
+				_ = syscall.Kill(kid, syscall.SIGKILL)
+				killed++
+			}
+		}
+		if killed == 0 {
+			t.Fatal("no nbd-server child to kill")
+		}
+	})
+}
+
+// clientKillMidRun keeps 8 goroutines writing and reading through c, kills
+// the server with kill while they run, and checks that every goroutine
+// ends with an error (none hangs) and that a later call fails at once.
+func clientKillMidRun(t *testing.T, c *Client, kill func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	started := make(chan struct{}, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			buf := make([]byte, 64<<10)
+			off := int64(i) * int64(len(buf))
+			first := true
+			for {
+				_, err := c.WriteAt(buf, off)
+				if err == nil {
+					_, err = c.ReadAt(buf, off)
+				}
+				if first {
+					started <- struct{}{}
+					first = false
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for range 8 {
+		<-started
+	}
+	kill()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("requests hang after the server died")
+	}
+	close(errs)
+	n := 0
+	for range errs {
+		n++
+	}
+	if n != 8 {
+		t.Fatalf("%d of 8 goroutines saw the server die", n)
+	}
+	start := time.Now()
+	if _, err := c.ReadAt(make([]byte, 512), 0); err == nil || time.Since(start) > time.Second {
+		t.Fatalf("call on a dead connection: %v after %v", err, time.Since(start))
+	}
+}
+
+func TestClientQemuNbdKilled(t *testing.T) {
+	qemuNbd := testenv.Need(t, "qemu-nbd", "qemu-utils")
+	qemuImg := testenv.Need(t, "qemu-img", "qemu-utils")
+	img := filepath.Join(t.TempDir(), "disk.raw")
+	testenv.Run(t, 30*time.Second, qemuImg, "create", "-q", "-f", "raw", img, "16M")
+	sock := testenv.SocketPath(t, "qemu.sock")
+	p := testenv.Start(t, qemuNbd, "--socket="+sock, "--format=raw", "--persistent", img)
+	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
+	c := clientDial(t, "nbd+unix:///?socket="+sock)
+	clientKillMidRun(t, c, p.Kill)
 }
