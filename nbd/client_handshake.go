@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 )
 
@@ -130,9 +131,17 @@ func (n *Negotiator) with(ctx context.Context, f func() error) error {
 	if !stop() {
 		<-fired // so the deadline cannot land after the reset below
 	}
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		// The deadline or cancellation is why the I/O failed.
-		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		// The deadline or cancellation is why the I/O failed. The
+		// connection's deadline (ctx's) can fire a moment before ctx
+		// itself reports it.
+		cerr := ctx.Err()
+		if d, ok := ctx.Deadline(); ok && cerr == nil && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+			cerr = context.DeadlineExceeded
+		}
+		if cerr != nil {
+			err = fmt.Errorf("%w (%v)", cerr, err)
+		}
 	}
 	_ = n.conn.SetDeadline(time.Time{})
 	if err != nil {
