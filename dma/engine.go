@@ -104,6 +104,15 @@ const (
 	DefaultChunkSectors = 32
 )
 
+// DefaultSpin is how long a side of a streaming transfer spins for the
+// other before it parks when Config.Spin is 0. A few microseconds cover the
+// hand-offs inside back-to-back in-memory transfers (the worker picks up the
+// next transfer and the caller sees the end of one without a goroutine
+// wake-up), yet are short enough that a spinning side does not hold a core
+// while a goroutine elsewhere in the program (an NBD request, its reply
+// reader) needs it. See BenchmarkTransfer and BenchmarkSpin.
+const DefaultSpin = 2 * time.Microsecond
+
 // Config sets up an Engine.
 type Config struct {
 	// Mode is Streaming (the zero value) or StoreAndForward.
@@ -134,6 +143,15 @@ type Config struct {
 	// the paper's front-end figures; with nil the engine runs at full
 	// memory speed and reports real time.
 	Timing *Timing
+	// Spin is how long a side of a streaming transfer spins (yielding the
+	// processor now and then) waiting for the other before it parks on a
+	// channel: the worker between transfers, and the caller for the end of
+	// a transfer. 0 means DefaultSpin; a negative Spin parks at once. A
+	// longer spin saves goroutine wake-ups between back-to-back transfers;
+	// a shorter one leaves the processor to other goroutines sooner, which
+	// matters when the backend's I/O needs it (an NBD client on a machine
+	// with few cores). StoreAndForward does not use it.
+	Spin time.Duration
 }
 
 // Transfer describes one completed (or failed) transfer.
@@ -192,8 +210,9 @@ type Stats struct {
 // In Streaming mode the calling goroutine is the producer and a long-lived
 // worker goroutine, started by the first streaming transfer and stopped by
 // Close, is the consumer; no transfer spawns a goroutine or allocates. After
-// a transfer the worker spins for up to 50 us waiting for the next one (so
-// back-to-back transfers do not pay a goroutine wake-up), then parks. An
+// a transfer the worker spins for up to Config.Spin waiting for the next one
+// (so back-to-back transfers do not pay a goroutine wake-up), then parks;
+// the caller likewise spins up to Config.Spin for the end of a transfer. An
 // engine that is never closed keeps its parked worker.
 //
 // Concurrency: one transfer at a time (a second concurrent one gets
@@ -208,6 +227,7 @@ type Engine struct {
 	ctap   CopyTap // tap, when it can copy
 	clock  Clock
 	timing *Timing
+	spin   time.Duration // < 0: park at once
 	f      *fifo.FIFO
 	ctx    context.Context
 	sg     SGList
@@ -281,6 +301,9 @@ func New(c Config) (*Engine, error) {
 	if c.Clock == nil {
 		c.Clock = NewWallClock()
 	}
+	if c.Spin == 0 {
+		c.Spin = DefaultSpin
+	}
 	f, err := fifo.New(fifo.Config{Blocks: c.FIFOBlocks, BlockSize: SectorSize})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -291,6 +314,7 @@ func New(c Config) (*Engine, error) {
 		tap:    c.Tap,
 		clock:  c.Clock,
 		timing: c.Timing,
+		spin:   c.Spin,
 		f:      f,
 		ctx:    context.Background(),
 		start:  newEvent(),
@@ -530,7 +554,7 @@ func (e *Engine) stream(prod *side, rec *Transfer) error {
 			break
 		}
 	}
-	e.doneSeen = e.done.await(e.doneSeen, workerSpin)
+	e.doneSeen = e.done.await(e.doneSeen, e.spin)
 	if e.prodErr != nil {
 		return e.prodErr
 	}
@@ -540,14 +564,10 @@ func (e *Engine) stream(prod *side, rec *Transfer) error {
 	return err
 }
 
-// workerSpin is how long a side spins for the other before it parks: the
-// worker between transfers, the caller for the end of one.
-const workerSpin = 50 * time.Microsecond
-
 func (e *Engine) worker() {
 	defer close(e.exited)
 	for {
-		e.startSeen = e.start.await(e.startSeen, workerSpin)
+		e.startSeen = e.start.await(e.startSeen, e.spin)
 		if e.quit.Load() {
 			return
 		}

@@ -39,6 +39,7 @@ func newEngineMachine(t *rapid.T) *engineMachine {
 		Mode:         rapid.SampledFrom([]Mode{Streaming, StoreAndForward}).Draw(t, "mode"),
 		FIFOBlocks:   rapid.IntRange(1, 12).Draw(t, "fifoBlocks"),
 		ChunkSectors: rapid.IntRange(1, 12).Draw(t, "chunk"),
+		Spin:         rapid.SampledFrom(spins).Draw(t, "spin"),
 	}
 	switch tapKind {
 	case 1:

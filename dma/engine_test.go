@@ -164,6 +164,10 @@ func TestStreamingNeedsRoom(t *testing.T) {
 	}
 }
 
+// spins are the Config.Spin values the property tests draw from: park at
+// once, the default, a short and a long spin.
+var spins = []time.Duration{-1, 0, time.Microsecond, 50 * time.Microsecond}
+
 // TestTransfers moves random transfers in both directions and modes
 // through random FIFO shapes and host memory layouts, several per engine,
 // and checks every byte, the tap and the counters against a flat model.
@@ -173,6 +177,7 @@ func TestTransfers(t *testing.T) {
 			Mode:         rapid.SampledFrom([]Mode{Streaming, StoreAndForward}).Draw(t, "mode"),
 			FIFOBlocks:   rapid.IntRange(1, 12).Draw(t, "fifoBlocks"),
 			ChunkSectors: rapid.IntRange(1, 12).Draw(t, "chunk"),
+			Spin:         rapid.SampledFrom(spins).Draw(t, "spin"),
 		}
 		var tapped []byte
 		if rapid.Bool().Draw(t, "tap") {
@@ -490,7 +495,11 @@ func TestLoadPRD(t *testing.T) {
 // worker goroutine included.
 func TestNoAllocs(t *testing.T) {
 	const n = 64 << 10
-	for _, m := range []Mode{Streaming, StoreAndForward} {
+	for _, mc := range []struct {
+		m    Mode
+		spin time.Duration
+	}{{Streaming, 0}, {Streaming, -1}, {StoreAndForward, 0}} {
+		m := mc.m
 		tm := PaperAfter()
 		for _, timing := range []*Timing{nil, &tm} {
 			var seen []byte
@@ -498,7 +507,7 @@ func TestNoAllocs(t *testing.T) {
 			if timing != nil {
 				tap = &recordingCopyTap{seen: &seen}
 			}
-			e := mustEngine(t, Config{Mode: m, Timing: timing, Clock: &VirtualClock{}, Tap: tap})
+			e := mustEngine(t, Config{Mode: m, Timing: timing, Clock: &VirtualClock{}, Tap: tap, Spin: mc.spin})
 			host := make([]byte, n)
 			e.SetRegions(host[:n/2], host[n/2:])
 			dev := bytes.NewReader(make([]byte, n))
@@ -514,7 +523,7 @@ func TestNoAllocs(t *testing.T) {
 			}
 			run()
 			if a := testing.AllocsPerRun(50, run); a != 0 {
-				t.Errorf("%v, timing %v: %v allocations per transfer pair", m, timing != nil, a)
+				t.Errorf("%v, spin %v, timing %v: %v allocations per transfer pair", m, mc.spin, timing != nil, a)
 			}
 			e.Close()
 		}
@@ -561,17 +570,25 @@ func TestTableFollowsProgramming(t *testing.T) {
 
 // TestWorkerParks: between transfers far apart the worker parks, and the
 // next transfer wakes it.
+// With a negative Spin both sides park at once, every hand-off a wake-up.
 func TestWorkerParks(t *testing.T) {
-	e := mustEngine(t, Config{})
-	defer e.Close()
-	host := make([]byte, 4096)
-	e.SetRegions(host)
-	for i := range 3 {
-		data := pattern(4096, byte(i))
-		if err := e.DeviceToHost(newDev(data), 0, 4096); err != nil || !bytes.Equal(host, data) {
-			t.Fatalf("transfer %d: %v", i, err)
+	for _, spin := range []time.Duration{0, -1, 50 * time.Microsecond} {
+		e := mustEngine(t, Config{Spin: spin, FIFOBlocks: 4, ChunkSectors: 2})
+		host := make([]byte, 4096)
+		e.SetRegions(host)
+		for i := range 3 {
+			data := pattern(4096, byte(i))
+			if err := e.DeviceToHost(newDev(data), 0, 4096); err != nil || !bytes.Equal(host, data) {
+				t.Fatalf("spin %v, transfer %d: %v", spin, i, err)
+			}
+			if err := e.HostToDevice(newDev(make([]byte, 4096)), 0, 4096); err != nil {
+				t.Fatalf("spin %v, write %d: %v", spin, i, err)
+			}
+			time.Sleep(5 * time.Millisecond) // far beyond the worker's spin
 		}
-		time.Sleep(5 * time.Millisecond) // far beyond the worker's spin
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -586,6 +603,28 @@ func TestEvent(t *testing.T) {
 	}
 	ev.post()
 	if n := ev.await(1, time.Microsecond); n != 2 {
+		t.Fatalf("await after a post returned %d, want 2", n)
+	}
+}
+
+// TestEventParksAtOnce: with a negative spin the waiter parks without
+// spinning, and a post wakes it; a post already made returns at once.
+func TestEventParksAtOnce(t *testing.T) {
+	ev := newEvent()
+	got := make(chan uint64)
+	go func() { got <- ev.await(0, -1) }()
+	for deadline := time.Now().Add(5 * time.Second); ev.parked.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not park")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	ev.post()
+	if n := <-got; n != 1 {
+		t.Fatalf("await returned %d, want 1", n)
+	}
+	ev.post()
+	if n := ev.await(1, -1); n != 2 {
 		t.Fatalf("await after a post returned %d, want 2", n)
 	}
 }

@@ -30,8 +30,21 @@ func (e *event) post() {
 
 // await waits until more than seen posts have happened and returns the
 // count. It spins for about spin, yielding the processor now and then,
-// before it parks.
+// before it parks; with a negative spin it parks at once.
 func (e *event) await(seen uint64, spin time.Duration) uint64 {
+	if spin < 0 {
+		for {
+			if n := e.n.Load(); n > seen {
+				return n
+			}
+			e.parked.Store(1)
+			if n := e.n.Load(); n > seen {
+				e.parked.Store(0)
+				return n
+			}
+			<-e.ch
+		}
+	}
 	var deadline time.Time
 	for i := 0; ; i++ {
 		if n := e.n.Load(); n > seen {
