@@ -27,11 +27,6 @@ func main() {
 	}
 }
 
-// busMaster points the DMA engine at the host buffer of each command.
-type busMaster struct{ *dma.Engine }
-
-func (b busMaster) Prepare(buf []byte) error { b.SetRegions(buf); return nil }
-
 func run(ctx context.Context, args []string, out io.Writer) error {
 	uri := "" // no argument: serve a 1 GiB memory disk in this process
 	if len(args) > 0 {
@@ -71,7 +66,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	host := ata.NewHost(dev, sectors, busMaster{eng}) // the host's driver
+	host := ata.NewHost(dev, sectors, eng) // the host's driver; the engine is its bus master
 	id, err := host.Identify()
 	if err != nil {
 		return err

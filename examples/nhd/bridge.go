@@ -143,7 +143,9 @@ func newDrive(v variant, be ata.Backend, sectors uint64, bs, chunk int) (*drive,
 		return nil, err
 	}
 	d.dev = dev
-	d.host = ata.NewHost(dev, sectors, &d.path)
+	// The engine is the host driver's bus master itself (dma.Engine.Prepare
+	// points it at each command's buffer).
+	d.host = ata.NewHost(dev, sectors, eng)
 	return d, nil
 }
 
@@ -191,8 +193,8 @@ func (d *drive) flush() error {
 	return nil
 }
 
-// dmaPath is the drive's bus master as the ATA device and the host driver
-// see it (ata.DMA and ata.BusMaster): it hands each data phase to the DMA
+// dmaPath is the drive's DMA as the ATA device sees it (ata.DMA): it hands
+// each data phase to the DMA
 // engine, staging it through the bridge's buffer when the variant copies,
 // and computes the checksum in a separate pass when the variant does not
 // compute it in flight.
@@ -200,19 +202,15 @@ type dmaPath struct {
 	d     *drive
 	eng   *dma.Engine
 	sum   checksum.Checksummer
-	host  []byte // the host memory of the command
 	stage []byte // the bridge's buffer, for variants that copy
 	st    staged // stage at the offsets of the current command
 	ahead *ahead // read-ahead and write-behind, for the variant that has them
 	last  uint16 // the checksum of the last data phase
 }
 
-// Prepare points the engine at the host memory of the next command.
-func (p *dmaPath) Prepare(buf []byte) error {
-	p.host = buf
-	p.eng.SetRegions(buf)
-	return nil
-}
+// hostMem returns the first n bytes of the command's host memory, the one
+// region the host driver prepared the engine with.
+func (p *dmaPath) hostMem(n int64) []byte { return p.eng.Memory().Region(0)[:n] }
 
 func (p *dmaPath) DeviceToHost(src io.ReaderAt, off, n int64) error {
 	p.sum.Reset()
@@ -232,7 +230,7 @@ func (p *dmaPath) DeviceToHost(src io.ReaderAt, off, n int64) error {
 		if err := p.eng.DeviceToHost(src, off, n); err != nil {
 			return err
 		}
-		p.finish(p.host[:n])
+		p.finish(p.hostMem(n))
 		return nil
 	}
 	// The whole command from the back end into the bridge's memory, then
@@ -272,7 +270,7 @@ func (p *dmaPath) HostToDevice(dst io.WriterAt, off, n int64) error {
 		if err := p.eng.HostToDevice(dst, off, n); err != nil {
 			return err
 		}
-		p.finish(p.host[:n])
+		p.finish(p.hostMem(n))
 		return nil
 	}
 	if int64(len(p.stage)) < n {
