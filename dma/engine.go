@@ -105,12 +105,11 @@ const (
 )
 
 // DefaultSpin is how long a side of a streaming transfer spins for the
-// other before it parks when Config.Spin is 0. A few microseconds cover the
-// hand-offs inside back-to-back in-memory transfers (the worker picks up the
-// next transfer and the caller sees the end of one without a goroutine
-// wake-up), yet are short enough that a spinning side does not hold a core
-// while a goroutine elsewhere in the program (an NBD request, its reply
-// reader) needs it. See BenchmarkTransfer and BenchmarkSpin.
+// other before it parks when Config.Spin is 0. A couple of microseconds
+// cover the hand-offs inside back-to-back in-memory transfers, yet are short
+// enough that a spinning side does not hold a core for long while a
+// goroutine elsewhere in the program (an NBD request, its reply reader)
+// needs it. Measured in BenchmarkTransfer and BenchmarkSpin (README).
 const DefaultSpin = 2 * time.Microsecond
 
 // Config sets up an Engine.
@@ -145,8 +144,10 @@ type Config struct {
 	Timing *Timing
 	// Spin is how long a side of a streaming transfer spins (yielding the
 	// processor now and then) waiting for the other before it parks on a
-	// channel: the worker between transfers, and the caller for the end of
-	// a transfer. 0 means DefaultSpin; a negative Spin parks at once. A
+	// channel: the worker between transfers, the caller for the end of a
+	// transfer, and either side waiting on the FIFO within one (it is the
+	// FIFO's fifo.Config.Spin). 0 means DefaultSpin; a negative Spin parks
+	// at once (the FIFO after a few checks). A
 	// longer spin saves goroutine wake-ups between back-to-back transfers;
 	// a shorter one leaves the processor to other goroutines sooner, which
 	// matters when the backend's I/O needs it (an NBD client on a machine
@@ -304,7 +305,7 @@ func New(c Config) (*Engine, error) {
 	if c.Spin == 0 {
 		c.Spin = DefaultSpin
 	}
-	f, err := fifo.New(fifo.Config{Blocks: c.FIFOBlocks, BlockSize: SectorSize})
+	f, err := fifo.New(fifo.Config{Blocks: c.FIFOBlocks, BlockSize: SectorSize, Spin: c.Spin})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
