@@ -547,11 +547,20 @@ func (e *Engine) stream(prod *side, rec *Transfer) error {
 		e.workerOn = true
 		go e.worker()
 	}
-	e.start.post()
+	// The worker is told to start once the first chunk is in the FIFO
+	// (or the producer failed): until then it would only wait, and a
+	// worker woken early spins or parks again while the producer's
+	// backend read (a network round trip) needs the processor. The first
+	// chunk always fits, as the FIFO is empty.
 	var err error
-	for prod.pos < e.n {
+	for posted := false; prod.pos < e.n; {
 		k := int(min(int64(e.chunk), (e.n-prod.pos)/SectorSize))
-		if err = e.produce(prod, k); err != nil {
+		err = e.produce(prod, k)
+		if !posted {
+			e.start.post()
+			posted = true
+		}
+		if err != nil {
 			break
 		}
 	}
