@@ -19,7 +19,7 @@ func benchLane(b testing.TB, v variant, bs int, span int64) *lane {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	d, err := newDrive(v, c, uint64(span/512), bs, defaultChunk)
+	d, err := newDrive(v, c, uint64(span/512), bs, defaultTuning)
 	if err != nil {
 		b.Fatal(err)
 	}

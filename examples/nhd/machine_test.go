@@ -19,7 +19,7 @@ func TestBridgeMachine(t *testing.T) {
 		t.Run(v.Name, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				md := nbd.NewMemDisk(blocks * bs)
-				d, err := newDrive(v, md, blocks*bs/512, 2*bs, 2048)
+				d, err := newDrive(v, md, blocks*bs/512, 2*bs, tuning{Chunk: 2048})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -69,6 +69,7 @@ type config struct {
 	Size      int64         `json:"size"`
 	Span      int64         `json:"span"`
 	Chunk     int           `json:"chunk"`
+	Spin      time.Duration `json:"spin_ns"`
 	Table     bool          `json:"table"`
 	Pipelined bool          `json:"pipelined"`
 	Seed      uint64        `json:"seed"`
@@ -89,7 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.Depth, "depth", 1, "commands in flight: ATA devices sharing the one NBD client")
 	fs.StringVar(&sizeFlag, "size", "4g", "size of the in-process server's sparse memory disk")
 	fs.StringVar(&spanFlag, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read)")
-	fs.StringVar(&chunkFlag, "chunk", "16k", "bytes per NBD request in Table 4's bridge pipelined in chunks")
+	fs.StringVar(&chunkFlag, "chunk", "32k", "bytes per NBD request in Table 4's bridge pipelined in chunks")
+	fs.DurationVar(&c.Spin, "spin", defaultSpin, "how long the DMA engine's sides spin for each other before they park (dma.Config.Spin); negative parks at once, 0 is dma.DefaultSpin")
 	fs.BoolVar(&c.Pipelined, "pipelined", false, "run the workload on the bridge pipelined across commands (read-ahead, write-behind)")
 	fs.BoolVar(&c.Table, "table", true, "measure every datapath variant and print the Table 4 comparison")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the data patterns and the random addresses")
@@ -139,6 +141,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, usagef("-chunk %q: want a multiple of 512 up to 32m", chunkFlag)
 	}
 	c.Chunk = int(chunk)
+	if c.Spin > time.Second {
+		return nil, usagef("-spin must be at most 1s, got %v", c.Spin)
+	}
 	if c.URI != "" {
 		if _, err := nbd.ParseURI(c.URI); err != nil {
 			return nil, usagef("-uri: %v", err)
@@ -149,6 +154,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	return c, nil
 }
+
+// tuning is the datapath tuning the flags ask for.
+func (c *config) tuning() tuning { return tuning{Chunk: c.Chunk, Spin: c.Spin} }
 
 // run is the whole program: it parses args, runs the bridge and writes the
 // report to stdout; progress goes to stderr when stderr is a terminal.

@@ -73,7 +73,7 @@ func TestDefaultReport(t *testing.T) {
 		`write store-and-forward ` + num,
 		`read: before -> after \(series\) x` + num + `; pipelined vs series x` + num + ` in chunks, x` + num + ` across commands; the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s`,
 		`write: before -> after \(series\) x` + num,
-		`read: pipelining in 16 KiB chunks makes 4 NBD requests of one: 3 more at -?` + num + ` us each \(fitted\) to hide at most ` + num + ` us of front end`,
+		`read: pipelining in 32 KiB chunks makes 2 NBD requests of one: 1 more at -?` + num + ` us each \(fitted\) to hide at most ` + num + ` us of front end`,
 		`model error: worst ` + num + `% over 12 rows`,
 	}
 	for _, r := range rows {
@@ -295,7 +295,7 @@ func (f failing) WriteAt(p []byte, off int64) (int, error) {
 func TestWriteBehind(t *testing.T) {
 	const bs = 4096
 	md := nbd.NewMemDisk(1 << 20)
-	d, err := newDrive(bridgeFor(true), failing{md, 7 * bs}, (1<<20)/512, bs, defaultChunk)
+	d, err := newDrive(bridgeFor(true), failing{md, 7 * bs}, (1<<20)/512, bs, defaultTuning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestVerificationCatchesCorruption(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.Name, func(t *testing.T) {
 			md := nbd.NewMemDisk(span)
-			d, err := newDrive(v, corrupt{md, 5*bs + 1000}, span/512, bs, defaultChunk)
+			d, err := newDrive(v, corrupt{md, 5*bs + 1000}, span/512, bs, defaultTuning)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -150,7 +150,7 @@ func (t *table) writeText(w io.Writer) {
 			}
 			var front model.Rate
 			for _, rw := range t.Rows {
-				if rw.Dir == dir && rw.Variant.Pipelined {
+				if rw.Dir == dir && rw.Variant.Pipelined && !rw.Variant.Ahead {
 					front = rw.Front
 				}
 			}

@@ -101,7 +101,7 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 	remote := newDisk(span, bs, c.Seed)
 	lanes := make([]*lane, c.Depth)
 	for i := range lanes {
-		d, err := newDrive(bridgeFor(c.Pipelined), client, sectors, bs, c.Chunk)
+		d, err := newDrive(bridgeFor(c.Pipelined), client, sectors, bs, c.tuning())
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +136,7 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 	}
 
 	if c.Table {
-		bn, err := newBench(ctx, client, remote, bs, c.Chunk, c.Seed, sectors)
+		bn, err := newBench(ctx, client, remote, bs, c.tuning(), c.Seed, sectors)
 		if err != nil {
 			return rep, err
 		}

@@ -74,7 +74,8 @@ type bench struct {
 	buf       []byte
 }
 
-func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs, chunk int, seed uint64, sectors uint64) (*bench, error) {
+func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs int, tu tuning, seed uint64, sectors uint64) (*bench, error) {
+	chunk := tu.Chunk
 	span := int64(len(remote.gens)) * int64(bs)
 	b := &bench{bs: bs, chunk: chunk, client: client, remote: remote, buf: make([]byte, bs)}
 	// The front end's memory disk is small enough to stay in the cache, so
@@ -84,13 +85,13 @@ func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs, chunk i
 	b.mem = nbd.NewMemDisk(local)
 	b.local = newDisk(local, bs, seed)
 	for _, v := range variants {
-		d, err := newDrive(v, client, sectors, bs, chunk)
+		d, err := newDrive(v, client, sectors, bs, tu)
 		if err != nil {
 			b.Close()
 			return nil, err
 		}
 		b.e2e = append(b.e2e, newLane(d, remote, 0, 1, seed+7))
-		d, err = newDrive(v, b.mem, uint64(local/512), bs, chunk)
+		d, err = newDrive(v, b.mem, uint64(local/512), bs, tu)
 		if err != nil {
 			b.Close()
 			return nil, err
