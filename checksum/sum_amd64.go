@@ -57,11 +57,11 @@ func copySumLE(dst, src []byte) uint64 {
 }
 
 // sumAVX2Blocks sums b with the assembly in blocks of at most avx2Block
-// bytes; the tail under 128 bytes is summed in Go.
+// bytes; the tail under 32 bytes is summed in Go.
 func sumAVX2Blocks(b []byte) uint64 {
 	var s uint64
-	for len(b) >= 128 {
-		n := min(len(b), avx2Block) &^ 127
+	for len(b) >= 32 {
+		n := min(len(b), avx2Block) &^ 31
 		s = add64(s, sumAVX2(b[:n]))
 		b = b[n:]
 	}
@@ -87,21 +87,21 @@ func copySumAVX2From(dst, src []byte, ntFrom int) uint64 {
 		// offsets, and their partial is byte-swapped (rotated by 8 bits,
 		// which is multiplying by 2^8 modulo 2^64-1) when it is added.
 		h := min(int(-uintptr(unsafe.Pointer(unsafe.SliceData(dst)))&31), len(src))
-		s = copySumGeneric(dst[:h], src[:h])
+		s = copySumTail(dst[:h], src[:h])
 		dst, src = dst[h:], src[h:]
 		rot = (h & 1) * 8
-		for len(src) >= 128 {
-			n := min(len(src), avx2Block) &^ 127
+		for len(src) >= 32 {
+			n := min(len(src), avx2Block) &^ 31
 			s = add64(s, bits.RotateLeft64(copySumAVX2NT(dst[:n], src[:n]), rot))
 			dst, src = dst[n:], src[n:]
 		}
 	}
-	for len(src) >= 128 {
-		n := min(len(src), avx2Block) &^ 127
+	for len(src) >= 32 {
+		n := min(len(src), avx2Block) &^ 31
 		s = add64(s, bits.RotateLeft64(copySumAVX2(dst[:n], src[:n]), rot))
 		dst, src = dst[n:], src[n:]
 	}
-	return add64(s, bits.RotateLeft64(copySumGeneric(dst, src), rot))
+	return add64(s, bits.RotateLeft64(copySumTail(dst, src), rot))
 }
 
 func archImpls() []impl {

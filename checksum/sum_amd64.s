@@ -2,7 +2,8 @@
 
 #include "textflag.h"
 
-// The AVX2 sum reads 128 bytes per round as four 32-byte vectors of eight
+// The AVX2 sum reads 128 bytes per round (then up to three single 32-byte
+// vectors into the first pair) as four 32-byte vectors of eight
 // little-endian dwords. For each vector v it keeps two sums per dword lane:
 //
 //	A += v        (wrapping modulo 2^32)
@@ -10,22 +11,29 @@
 //
 // The low words' exact sum is then A - H<<16 modulo 2^32, exact as long as it
 // stays below 2^32: each lane takes one vector per 64 bytes (two accumulator
-// pairs alternate), so up to 65536 vectors, 4 MiB, per call. That is three
+// pairs alternate; the tail adds at most three more), so up to 65536
+// vectors, 4 MiB, per call. That is three
 // vector ALU operations per 32 bytes instead of the four of mask-and-shift.
 // Modulo 2^16-1 every 16-bit word weighs the same, so the total of all lanes'
 // low and high sums is the little-endian partial.
 
 // func sumAVX2(b []byte) uint64
-// Sums b[:len(b)&^127]; len(b) must be at most 4 MiB.
+// Sums b[:len(b)&^31]; len(b) must be at most 4 MiB.
 TEXT ·sumAVX2(SB), NOSPLIT, $0-32
 	MOVQ b_base+0(FP), SI
 	MOVQ b_len+8(FP), CX
-	ANDQ $~127, CX
+	MOVQ CX, DX
+	ANDQ $96, DX     // 32-byte blocks after the 128-byte rounds
+	ANDQ $~127, CX   // bytes in 128-byte rounds
+	MOVQ CX, BX
+	ORQ  DX, BX
 	JZ   zero
 	VPXOR Y0, Y0, Y0 // A0
 	VPXOR Y1, Y1, Y1 // H0
 	VPXOR Y2, Y2, Y2 // A1
 	VPXOR Y3, Y3, Y3 // H1
+	TESTQ CX, CX
+	JZ    tail
 
 loop:
 	VMOVDQU 0(SI), Y4
@@ -48,6 +56,20 @@ loop:
 	SUBQ    $128, CX
 	JNZ     loop
 
+tail:
+	TESTQ DX, DX
+	JZ    done
+
+tloop:
+	VMOVDQU 0(SI), Y4
+	VPADDD  Y4, Y0, Y0
+	VPSRLD  $16, Y4, Y4
+	VPADDD  Y4, Y1, Y1
+	ADDQ    $32, SI
+	SUBQ    $32, DX
+	JNZ     tloop
+
+done:
 	CALL reduce<>(SB)
 	MOVQ AX, ret+24(FP)
 	RET
@@ -57,18 +79,24 @@ zero:
 	RET
 
 // func copySumAVX2(dst, src []byte) uint64
-// Copies src[:len(src)&^127] to dst and sums it; len(dst) >= len(src) and
+// Copies src[:len(src)&^31] to dst and sums it; len(dst) >= len(src) and
 // len(src) at most 4 MiB. dst and src must not overlap.
 TEXT ·copySumAVX2(SB), NOSPLIT, $0-56
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
+	MOVQ CX, DX
+	ANDQ $96, DX
 	ANDQ $~127, CX
+	MOVQ CX, BX
+	ORQ  DX, BX
 	JZ   czero
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
 	VPXOR Y3, Y3, Y3
+	TESTQ CX, CX
+	JZ    ctail
 
 cloop:
 	VMOVDQU 0(SI), Y4
@@ -96,6 +124,22 @@ cloop:
 	SUBQ    $128, CX
 	JNZ     cloop
 
+ctail:
+	TESTQ DX, DX
+	JZ    cdone
+
+ctloop:
+	VMOVDQU 0(SI), Y4
+	VMOVDQU Y4, 0(DI)
+	VPADDD  Y4, Y0, Y0
+	VPSRLD  $16, Y4, Y4
+	VPADDD  Y4, Y1, Y1
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, DX
+	JNZ     ctloop
+
+cdone:
 	CALL reduce<>(SB)
 	MOVQ AX, ret+48(FP)
 	RET
@@ -112,12 +156,18 @@ TEXT ·copySumAVX2NT(SB), NOSPLIT, $0-56
 	MOVQ dst_base+0(FP), DI
 	MOVQ src_base+24(FP), SI
 	MOVQ src_len+32(FP), CX
+	MOVQ CX, DX
+	ANDQ $96, DX
 	ANDQ $~127, CX
+	MOVQ CX, BX
+	ORQ  DX, BX
 	JZ   nzero
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
 	VPXOR Y3, Y3, Y3
+	TESTQ CX, CX
+	JZ    ntail
 
 nloop:
 	VMOVDQU  0(SI), Y4
@@ -145,6 +195,22 @@ nloop:
 	SUBQ     $128, CX
 	JNZ      nloop
 
+ntail:
+	TESTQ DX, DX
+	JZ    ndone
+
+ntloop:
+	VMOVDQU  0(SI), Y4
+	VMOVNTDQ Y4, 0(DI)
+	VPADDD   Y4, Y0, Y0
+	VPSRLD   $16, Y4, Y4
+	VPADDD   Y4, Y1, Y1
+	ADDQ     $32, SI
+	ADDQ     $32, DI
+	SUBQ     $32, DX
+	JNZ      ntloop
+
+ndone:
 	SFENCE
 	CALL reduce<>(SB)
 	MOVQ AX, ret+48(FP)

@@ -107,9 +107,9 @@ func copySumGeneric(dst, src []byte) uint64 {
 
 // copySumSmall copies src into dst (len(dst) == len(src)) and returns the
 // little-endian partial of the copied bytes, for short buffers: 32 bytes per
-// round are loaded into registers, stored and added, with no call to memmove;
-// the tail under 32 bytes goes through copy(). Overlapping buffers go through
-// copy() whole (memmove picks the safe direction), then the sum.
+// round are loaded into registers, stored and added, with no call to memmove,
+// and the tail under 32 bytes word by word (copySumTail). Overlapping buffers
+// go through copy() whole (memmove picks the safe direction), then the sum.
 func copySumSmall(dst, src []byte) uint64 {
 	if overlaps(dst, src) {
 		n := copy(dst, src)
@@ -134,10 +134,38 @@ func copySumSmall(dst, src []byte) uint64 {
 		cnt, _ = bits.Add64(cnt, 0, c)
 		src, dst = src[32:], dst[32:]
 	}
-	s := add64(add64(a0, a1), cnt)
-	if len(src) > 0 {
-		n := copy(dst, src)
-		s = add64(s, sumGeneric(dst[:n]))
+	return add64(add64(add64(a0, a1), cnt), copySumTail(dst, src))
+}
+
+// copySumTail copies src into dst (len(dst) >= len(src), no overlap) word by
+// word and returns the little-endian partial of src, without calls: for the
+// tails under 32 bytes that the faster paths leave.
+func copySumTail(dst, src []byte) uint64 {
+	var s, cnt, c uint64
+	for len(src) >= 8 {
+		w := binary.LittleEndian.Uint64(src)
+		binary.LittleEndian.PutUint64(dst, w)
+		s, c = bits.Add64(s, w, 0)
+		cnt += c
+		src, dst = src[8:], dst[8:]
 	}
-	return s
+	var t uint64
+	if len(src) >= 4 {
+		w := binary.LittleEndian.Uint32(src)
+		binary.LittleEndian.PutUint32(dst, w)
+		t = uint64(w)
+		src, dst = src[4:], dst[4:]
+	}
+	if len(src) >= 2 {
+		w := binary.LittleEndian.Uint16(src)
+		binary.LittleEndian.PutUint16(dst, w)
+		t += uint64(w) << 32
+		src, dst = src[2:], dst[2:]
+	}
+	if len(src) == 1 {
+		dst[0] = src[0]
+		t += uint64(src[0]) << 48
+	}
+	s, c = bits.Add64(s, t, 0)
+	return add64(s, cnt+c)
 }
