@@ -257,10 +257,10 @@ func (p *dmaPath) DeviceToHost(src io.ReaderAt, off, n int64) error {
 	// The whole command from the back end into the bridge's memory, then
 	// through the FIFO to the host. The fetch happens when the engine asks
 	// for the first sector, on the engine's producer side: the same
-	// series of steps as fetching before starting the engine, but it
-	// leaves the engine's worker waiting on the FIFO (which soon parks)
-	// rather than spinning for its next transfer while the NBD request is
-	// in flight, which on two cores slows the request several times.
+	// series of steps as fetching before starting the engine, and the
+	// engine tells its worker about the transfer only once that first
+	// chunk is in the FIFO, so no spinning worker competes with the NBD
+	// request for the processor.
 	if int64(len(p.stage)) < n {
 		return errStage
 	}
