@@ -412,14 +412,17 @@ func TestNbdkit(t *testing.T) {
 // TestInterrupted checks that a run stopped midway reports the phases it
 // finished before its error.
 func TestInterrupted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// The fill phase (16 commands) ends in milliseconds even under -race on
+	// a loaded machine; the next phase would run 60 s, so the deadline
+	// lands inside it.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	var out bytes.Buffer
-	err := run(ctx, []string{"-size", "64m", "-span", "4m", "-duration", "10s"}, &out, io.Discard)
+	err := run(ctx, []string{"-size", "64m", "-span", "1m", "-duration", "60s"}, &out, io.Discard)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("run: %v, want the context's error", err)
 	}
-	if !regexp.MustCompile(`(?m)^ +fill +64 KiB +64 `).MatchString(out.String()) {
+	if !regexp.MustCompile(`(?m)^ +fill +64 KiB +16 `).MatchString(out.String()) {
 		t.Errorf("the report of the interrupted run lacks the finished fill phase:\n%s", out.String())
 	}
 }
