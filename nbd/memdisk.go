@@ -134,6 +134,28 @@ func (d *MemDisk) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// takePage makes p the chunk at off, a multiple of MemDiskChunkSize, and
+// returns the chunk it replaces (nil if none was allocated): the server's
+// whole-chunk writes land without a copy. It reports false, changing
+// nothing, for a chunk outside the disk or cut short by its end. The
+// caller gives up p and owns the returned chunk: readers copy chunks
+// under the stripe lock and keep no reference.
+func (d *MemDisk) takePage(p *[MemDiskChunkSize]byte, off int64) (*[MemDiskChunkSize]byte, bool) {
+	if off < 0 || off%MemDiskChunkSize != 0 || off > d.size-MemDiskChunkSize {
+		return nil, false
+	}
+	i := off / MemDiskChunkSize
+	l := d.lock(i)
+	l.Lock()
+	old := d.chunks[i]
+	d.chunks[i] = p
+	l.Unlock()
+	if old == nil {
+		d.allocated.Add(1)
+	}
+	return old, true
+}
+
 func (d *MemDisk) bounds(op string, off, n int64, e syscall.Errno) error {
 	if off < 0 || n < 0 || off > d.size || n > d.size-off {
 		return fmt.Errorf("nbd: MemDisk %s of %d bytes at %d outside its %d bytes: %w", op, n, off, d.size, e)

@@ -166,6 +166,7 @@ type serverExport struct {
 	zeroer     Zeroer
 	status     BlockStatuser
 	cacher     Cacher
+	pages      *MemDisk // the Backend itself, for whole-chunk writes
 }
 
 func (s *Server) init() error {
@@ -233,6 +234,8 @@ func (s *Server) resolveExports() error {
 		x.zeroer, _ = b.(Zeroer)
 		x.status, _ = b.(BlockStatuser)
 		x.cacher, _ = b.(Cacher)
+		// Only a bare MemDisk: a type embedding one may override WriteAt.
+		x.pages, _ = b.(*MemDisk)
 		if x.flusher != nil {
 			x.flags |= ExportSendFlush | ExportSendFUA
 		}

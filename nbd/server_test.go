@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -455,5 +456,103 @@ func TestServerAcceptEMFILE(t *testing.T) {
 	s.Close()
 	if err := <-done; !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Serve = %v", err)
+	}
+}
+
+// Whole, aligned 64 KiB writes to a bare MemDisk hand the payload's page
+// to the disk and take back the chunk it replaces: pipelined writes of
+// every shape (whole chunks rewritten, misaligned, FUA, partial, into the
+// short last chunk) read back as a model says, and the disk's count of
+// allocated chunks stays right.
+func TestServerMemDiskWholeChunkWrites(t *testing.T) {
+	const cs = MemDiskChunkSize
+	size := int64(4*cs + 4096) // the last chunk is cut short
+	d := NewMemDisk(size)
+	path := serverTestStart(t, &Server{MaxInFlight: 4, Exports: []Export{{Backend: d}}})
+	c := serverTestDial(t, path)
+	c.negotiate("", false, false)
+	model := make([]byte, size)
+	type write struct {
+		off   uint64
+		n     int
+		flags CmdFlags
+	}
+	// The writes of a batch do not overlap, so any order of serving
+	// them gives the model's result.
+	batches := [][]write{
+		{{0, cs, 0}, {cs, cs, 0}, {2 * cs, cs, FlagFUA}},
+		{{0, cs, 0}, {cs, cs, 0}, {3 * cs, cs, 0}},
+		{{100, cs, 0}, {2*cs + 4096, 4096, 0}, {3 * cs, cs, FlagFUA}, {4 * cs, 4096, 0}},
+		{{cs, 4096, 0}, {2 * cs, cs, 0}, {3 * cs, cs, 0}, {0, cs, 0}},
+		{{3 * cs, cs, 0}, {2 * cs, cs, 0}, {cs, cs, 0}, {0, cs, 0}},
+		{{cs / 2, cs, 0}, {3 * cs, cs, 0}, {2*cs - 10, 10, 0}},
+	}
+	seed := byte(1)
+	for bi, batch := range batches {
+		var msg []byte
+		for i, x := range batch {
+			p := make([]byte, x.n)
+			for j := range p {
+				p[j] = seed + byte(j*7)
+			}
+			seed += 13
+			copy(model[x.off:], p)
+			var h [RequestSize]byte
+			(&Request{Flags: x.flags, Type: CmdWrite, Cookie: uint64(i), Offset: x.off, Length: uint32(x.n)}).Put(&h)
+			msg = append(append(msg, h[:]...), p...)
+		}
+		go c.nc.Write(msg)
+		for range batch {
+			if r, _ := c.simple(0); r.Error != 0 {
+				t.Fatalf("batch %d: write error %v", bi, r.Error)
+			}
+		}
+		c.request(CmdRead, 0, 99, 0, uint32(size), nil)
+		if r, got := c.simple(int(size)); r.Error != 0 || !bytes.Equal(got, model) {
+			t.Fatalf("batch %d: read back: error %v, equal to the model %v", bi, r.Error, bytes.Equal(got, model))
+		}
+		got := make([]byte, size)
+		d.ReadAt(got, 0)
+		if !bytes.Equal(got, model) {
+			t.Fatalf("batch %d: disk differs from the model", bi)
+		}
+	}
+	if got := d.Allocated(); got != 5*cs {
+		t.Fatalf("Allocated = %d, want %d", got, 5*cs)
+	}
+	// The short last chunk cannot take a whole one.
+	c.request(CmdWrite, 0, 7, 4*cs, cs, make([]byte, cs))
+	if r, _ := c.simple(0); r.Error != ENOSPC {
+		t.Fatalf("write past the end: error %v, want ENOSPC", r.Error)
+	}
+}
+
+// serverCountingDisk embeds a MemDisk and overrides WriteAt.
+type serverCountingDisk struct {
+	*MemDisk
+	writes atomic.Int64
+}
+
+func (d *serverCountingDisk) WriteAt(p []byte, off int64) (int, error) {
+	d.writes.Add(1)
+	return d.MemDisk.WriteAt(p, off)
+}
+
+// A type embedding a MemDisk gets every write through its own WriteAt:
+// only a bare MemDisk takes whole chunks by reference.
+func TestServerEmbeddedMemDiskWriteAt(t *testing.T) {
+	d := &serverCountingDisk{MemDisk: NewMemDisk(1 << 20)}
+	path := serverTestStart(t, &Server{Exports: []Export{{Backend: d}}})
+	c := serverTestDial(t, path)
+	c.negotiate("", false, false)
+	p := bytes.Repeat([]byte{0xa5}, MemDiskChunkSize)
+	for i := range 3 {
+		c.request(CmdWrite, 0, uint64(i), uint64(i)*MemDiskChunkSize, MemDiskChunkSize, p)
+		if r, _ := c.simple(0); r.Error != 0 {
+			t.Fatalf("write: error %v", r.Error)
+		}
+	}
+	if n := d.writes.Load(); n != 3 {
+		t.Fatalf("WriteAt called %d times, want 3", n)
 	}
 }

@@ -44,6 +44,8 @@ type serverSlot struct {
 	ext   []Extent
 	runs  []serverRun
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
+	page  *[MemDiskChunkSize]byte // a whole-chunk write's payload, or nil
+	paged bool                    // this request's payload is in page
 }
 
 // serverRun is a piece of a structured read reply: data or a hole.
@@ -172,7 +174,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 			free <- s
 			return err // proto.md: bad magic, hard disconnect
 		}
-		s.errno, s.msg = 0, ""
+		s.errno, s.msg, s.paged = 0, "", false
 		big = s.req.Type == CmdWrite && int(s.req.Length) >= br.Size()/2
 		switch s.req.Type {
 		case CmdDisc:
@@ -196,6 +198,17 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 					return c.readError(err, true)
 				}
 				s.errno, s.msg = EINVAL, "write longer than the maximum payload"
+			} else if c.export.pages != nil && l == MemDiskChunkSize && s.req.Offset%MemDiskChunkSize == 0 {
+				// A whole chunk of a MemDisk: read it into a page of its
+				// own, which the disk keeps instead of copying it.
+				if s.page == nil {
+					s.page = new([MemDiskChunkSize]byte)
+				}
+				s.paged = true
+				if err := c.readPayload(br, s.page[:]); err != nil {
+					free <- s
+					return c.readError(err, true)
+				}
 			} else {
 				b := s.grow(serverHeadroom + int(l))
 				if err := c.readPayload(br, b[serverHeadroom:]); err != nil {
@@ -486,10 +499,19 @@ func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
 			c.readSimple(ts, s)
 		}
 	case CmdWrite:
-		p := s.buf[serverHeadroom : serverHeadroom+int(n)]
 		start := time.Now()
 		var err error
+		var p []byte
+		if s.paged {
+			p = s.page[:]
+		} else {
+			p = s.buf[serverHeadroom : serverHeadroom+int(n)]
+		}
 		switch {
+		case s.paged && !(fua && x.fua != nil) && c.takePage(s, off):
+			if fua {
+				err = x.flusher.Flush(ctx)
+			}
 		case fua && x.fua != nil:
 			_, err = x.fua.WriteAtFUA(p, off)
 		default:
@@ -523,6 +545,17 @@ func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
 	case CmdBlockStatus:
 		c.blockStatus(ts, s)
 	}
+}
+
+// takePage hands the slot's page to the MemDisk and takes back the chunk
+// it replaced (none on a first write: the next whole-chunk write
+// allocates a page, as WriteAt would have allocated the chunk).
+func (c *serverConn) takePage(s *serverSlot, off int64) bool {
+	old, ok := c.export.pages.takePage(s.page, off)
+	if ok {
+		s.page = old
+	}
+	return ok
 }
 
 // timeWrite folds the duration of a backend write into the connection's
