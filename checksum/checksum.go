@@ -18,8 +18,16 @@ import (
 // Checksum does not allocate and does not retain b. It is safe for concurrent
 // use.
 func Checksum(b []byte, initial uint16) uint16 {
+	if len(b) < vectorMin {
+		return Combine(initial, finish(sumGeneric(b)))
+	}
 	return Combine(initial, finish(sumLE(b)))
 }
+
+// vectorMin is the length below which the pure-Go sum is as fast as any
+// vector path (which has a fixed cost: the reduction, VZEROUPPER), so short
+// buffers skip the dispatch.
+const vectorMin = 256
 
 // Combine returns the ones' complement sum of two partial sums: the checksum
 // of the concatenation of two byte strings, the first of even length, is

@@ -28,9 +28,8 @@ const (
 	// avx2Block is the most one assembly call sums: its 32-bit lanes are
 	// exact up to 4 MiB (see sum_amd64.s).
 	avx2Block = 1 << 20
-	// avx2Min is the length below which the pure-Go sum is as fast: the
-	// vector path has a fixed cost (reduction, VZEROUPPER) to amortise.
-	avx2Min = 256
+	// avx2Min is the length from which the vector path is used.
+	avx2Min = vectorMin
 	// ntMin is the copy length from which CopyAndChecksum stores around the
 	// cache. runtime.memmove does so from 1 MiB, but the fused loop keeps
 	// regular stores until source plus destination crowd the L3 cache:
