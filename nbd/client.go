@@ -167,6 +167,10 @@ func (cfg *clientConfig) dialURI(ctx context.Context, u *URI) (net.Conn, error) 
 	}
 	nc, err := dial(ctx, u.Network, u.Address)
 	if err != nil {
+		// A *net.OpError already names the operation and the address.
+		if _, ok := errors.AsType[*net.OpError](err); ok {
+			return nil, fmt.Errorf("nbd: %w", err)
+		}
 		return nil, fmt.Errorf("nbd: dial %s %s: %w", u.Network, u.Address, err)
 	}
 	return nc, nil

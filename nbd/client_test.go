@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -1082,5 +1083,20 @@ func TestClientRefusalErrno(t *testing.T) {
 		if strings.Contains(k.err.Error(), "server error") {
 			t.Errorf("local refusal reads like a server error: %v", k.err)
 		}
+	}
+}
+
+// A failed dial names the address once and keeps the cause.
+func TestClientDialErrorMessage(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	_, err := Dial(context.Background(), "nbd+unix:///?socket="+sock)
+	if err == nil {
+		t.Fatal("Dial of a missing socket succeeded")
+	}
+	if !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("error %q does not match ENOENT", err)
+	}
+	if n := strings.Count(err.Error(), sock); n != 1 {
+		t.Errorf("error %q names the socket %d times, want once", err, n)
 	}
 }
