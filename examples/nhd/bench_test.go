@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/nhdkit/nhd/ata"
 
 	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nbd/nbdtest"
@@ -96,6 +99,93 @@ func BenchmarkCommand(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkPhases splits one 64 KiB command of each series variant into
+// its backend call and the rest (the front end), for the front-end drive
+// (over a memory disk, as Table 4 measures the front end) and for the
+// bridge (over the NBD client), and times the bare NBD client's request
+// beside them, interleaved, one of each per iteration. It reports the
+// medians in microseconds: front-us and front-backend-us, bridge-us and
+// bridge-nbd-us, bare-nbd-us. The README's "Where the series rows' gap
+// is" reads them.
+func BenchmarkPhases(b *testing.B) {
+	const bs = 64 << 10
+	for _, v := range variants[:3] {
+		for _, dir := range []string{"read", "write"} {
+			b.Run(v.Name+"/"+dir, func(b *testing.B) {
+				ctx := context.Background()
+				const span, local = 8 << 20, 2 << 20
+				srv := nbdtest.Start(b, nbdtest.WithSize(span))
+				c, err := nbd.Dial(ctx, srv.URI)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { c.Close() })
+				w := Workload{Name: dir, BlockSize: bs, ReadPct: 100}
+				if dir == "write" {
+					w.ReadPct = 0
+				}
+				var tbs [2]*timedBackend
+				var lanes [2]*lane
+				for i, be := range []struct {
+					be   ata.Backend
+					size int64
+				}{{nbd.NewMemDisk(local), local}, {c, span}} {
+					tbs[i] = &timedBackend{Backend: be.be}
+					d, err := newDrive(v, tbs[i], uint64(be.size/512), bs, defaultTuning)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { d.Close() })
+					lanes[i] = newLane(d, newDisk(be.size, bs, 1), 0, 1, 1)
+					if _, err := runPhase(ctx, lanes[i:i+1], Workload{Name: "fill", BlockSize: bs}, budget{ops: be.size / bs}); err != nil {
+						b.Fatal(err)
+					}
+					lanes[i].w, lanes[i].b, lanes[i].issued = w, budget{ops: 1 << 62}, 0
+					warm(b, lanes[i], 50)
+				}
+				remote := lanes[1].disk
+				buf := make([]byte, bs)
+				var total, inBackend [2]durs
+				var bare durs
+				var blk uint64
+				for b.Loop() {
+					for i, l := range lanes {
+						tbs[i].t = 0
+						d, err := l.step(ctx)
+						if err != nil {
+							b.Fatal(err)
+						}
+						total[i] = append(total[i], d)
+						inBackend[i] = append(inBackend[i], tbs[i].t)
+					}
+					blk = (blk + 1) % uint64(len(remote.gens))
+					off := int64(blk) * bs
+					var t0 time.Time
+					if dir == "write" {
+						// Rewrite the block as the workload's record has it.
+						remote.pat.fill(buf, blk, remote.gens[blk])
+						t0 = time.Now()
+						_, err = c.WriteAt(buf, off)
+					} else {
+						t0 = time.Now()
+						_, err = c.ReadAt(buf, off)
+					}
+					bare = append(bare, time.Since(t0))
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+				b.ReportMetric(us(total[0].median()), "front-us")
+				b.ReportMetric(us(inBackend[0].median()), "front-backend-us")
+				b.ReportMetric(us(total[1].median()), "bridge-us")
+				b.ReportMetric(us(inBackend[1].median()), "bridge-nbd-us")
+				b.ReportMetric(us(bare.median()), "bare-nbd-us")
 			})
 		}
 	}

@@ -95,7 +95,7 @@ func met(ok bool) string {
 
 func (t *table) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d commands each\n", sizeText(int64(t.BlockSize)), t.Commands)
-	fmt.Fprintln(w, "(front end: host + ATA + DMA over an in-cache memory disk; back end: the bare NBD client making the bridge's NBD requests;")
+	fmt.Fprintln(w, "(front end: host + ATA + DMA over an in-cache memory disk, the disk's calls taken out; back end: the bare NBD client making the bridge's NBD requests;")
 	fmt.Fprintln(w, " model: series 1/V = 1/V_front + 1/V_back, fill = one command streamed through both in chunks, pipelined = the slower end)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tdatapath\tfront end\tback end\tmodel\t\tmeasured\terror\tspeed-up\t")
