@@ -16,64 +16,89 @@ import (
 // encoding/binary on an array pointer: one unaligned 64-bit load each where the
 // architecture has them, byte loads elsewhere, and no bounds checks.
 func sumGeneric(b []byte) uint64 {
-	var a0, a1, n0, n1, c uint64
+	// Everything is addressed by pointer and index, never through a
+	// re-sliced b, both chains share one carry counter, and the tail is
+	// summed before the loop: so the loop's pointer, index, two sums and
+	// counter stay in registers beside its eight loads (with b's header and
+	// a bound alive across it, the compiler reloaded three or four values
+	// from the stack every round). No pointer is formed past the last byte.
+	var a0, a1, cnt, c uint64
+	n := len(b)
 	p := unsafe.Pointer(unsafe.SliceData(b))
-	i, n := 0, len(b)&^63
-	for ; i < n; i += 64 {
-		x := (*[64]byte)(unsafe.Add(p, i))
+	// The tail first (under 64 bytes from i, by its length's bits: 32, 16
+	// and 8 bytes into the same two chains), so that nothing but the sums is
+	// alive after the loop.
+	i := n &^ 63
+	r := n & 63
+	if r&32 != 0 {
+		x := (*[32]byte)(unsafe.Add(p, i))
 		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
 		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[8:16]), c)
-		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[16:24]), c)
-		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[24:32]), c)
-		n0, _ = bits.Add64(n0, 0, c)
-		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[32:40]), 0)
-		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[40:48]), c)
-		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[48:56]), c)
-		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[56:64]), c)
-		n1, _ = bits.Add64(n1, 0, c)
-	}
-	b = b[i:]
-	if len(b) >= 32 {
-		x := (*[32]byte)(b)
-		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
-		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[8:16]), c)
-		n0, _ = bits.Add64(n0, 0, c)
+		cnt, _ = bits.Add64(cnt, 0, c)
 		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[16:24]), 0)
 		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[24:32]), c)
-		n1, _ = bits.Add64(n1, 0, c)
-		b = b[32:]
+		cnt, _ = bits.Add64(cnt, 0, c)
+		i += 32
 	}
-	if len(b) >= 16 {
-		x := (*[16]byte)(b)
+	if r&16 != 0 {
+		x := (*[16]byte)(unsafe.Add(p, i))
 		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
-		n0 += c
+		cnt, _ = bits.Add64(cnt, 0, c)
 		a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[8:16]), 0)
-		n1 += c
-		b = b[16:]
+		cnt, _ = bits.Add64(cnt, 0, c)
+		i += 16
 	}
-	if len(b) >= 8 {
-		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(b), 0)
-		n0 += c
-		b = b[8:]
+	if r&8 != 0 {
+		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:]), 0)
+		cnt, _ = bits.Add64(cnt, 0, c)
+		i += 8
 	}
 	// Under 8 bytes left, at an offset that is a multiple of 8: each byte
 	// goes into t at its little-endian position, so the parity of its offset
 	// (all that matters modulo 2^16-1) is kept.
-	var t uint64
-	if len(b) >= 4 {
-		t = uint64(binary.LittleEndian.Uint32(b))
-		b = b[4:]
+	if k := r & 7; k != 0 {
+		var t uint64
+		if n >= 8 {
+			// One load of the 8 bytes that end the buffer, overlapping
+			// bytes already summed; the shift drops those and puts the
+			// last k at positions 0..k-1.
+			t = binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, n-8))[:]) >> (64 - 8*k)
+		} else {
+			x := b // i == 0 here
+			if len(x) >= 4 {
+				t = uint64(binary.LittleEndian.Uint32(x))
+				x = x[4:]
+			}
+			if len(x) >= 2 {
+				t += uint64(binary.LittleEndian.Uint16(x)) << 32
+				x = x[2:]
+			}
+			if len(x) == 1 {
+				t += uint64(x[0]) << 48 // an even offset: the high byte of a big-endian word
+			}
+		}
+		a1, c = bits.Add64(a1, t, 0)
+		cnt += c
 	}
-	if len(b) >= 2 {
-		t += uint64(binary.LittleEndian.Uint16(b)) << 32
-		b = b[2:]
+	if m := n &^ 63; m > 0 {
+		// Addressed from the last whole round's start by an index that runs
+		// up to 0, so the loop holds no bound in a register.
+		q := unsafe.Add(p, m-64)
+		for i := 64 - m; i <= 0; i += 64 {
+			x := (*[64]byte)(unsafe.Add(q, i))
+			a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
+			a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[8:16]), c)
+			a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[16:24]), c)
+			a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[24:32]), c)
+			cnt, _ = bits.Add64(cnt, 0, c)
+			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[32:40]), 0)
+			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[40:48]), c)
+			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[48:56]), c)
+			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[56:64]), c)
+			cnt, _ = bits.Add64(cnt, 0, c)
+		}
 	}
-	if len(b) == 1 {
-		t += uint64(b[0]) << 48 // an even offset: the high byte of a big-endian word
-	}
-	a1, c = bits.Add64(a1, t, 0)
-	n1 += c
-	return add64(add64(a0, a1), n0+n1)
+	return add64(add64(a0, a1), cnt)
 }
 
 // genericCopyChunk is how much copySumGeneric copies before it sums what it
