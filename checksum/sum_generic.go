@@ -11,8 +11,8 @@ import (
 // The main loop reads 64 bytes per round into two independent ADD/ADC chains
 // of four words each, the trick of Linux's csum_partial: the CPU renames the
 // carry flag, so the two chains run side by side where one chain would wait on
-// each carry. Each chain's last carry goes into its own counter (an ADC of
-// zero), so no carry has to survive the loop's compare. The loads go through
+// each carry. Each chain's last carry goes into a counter the two share (an
+// ADC of zero), so no carry has to survive the loop's compare. The loads go through
 // encoding/binary on an array pointer: one unaligned 64-bit load each where the
 // architecture has them, byte loads elsewhere, and no bounds checks.
 func sumGeneric(b []byte) uint64 {
