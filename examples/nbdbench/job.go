@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nhdkit/nhd/nbd"
+	"github.com/nhdkit/nhd/pipeline"
 )
 
 // job is one fio-style run.
@@ -37,7 +37,7 @@ type result struct {
 type stats struct {
 	Ops   int64
 	Bytes int64
-	Hist  hist
+	Hist  pipeline.Histogram
 }
 
 func (j *job) validate() error {
@@ -128,7 +128,7 @@ func (j job) run(ctx context.Context) (*result, error) {
 				}
 				st.Ops++
 				st.Bytes += j.BS
-				st.Hist.add(d)
+				st.Hist.Record(d)
 			}
 			mu.Lock()
 			res.Read.merge(&rd)
@@ -158,7 +158,7 @@ func (j job) run(ctx context.Context) (*result, error) {
 func (s *stats) merge(o *stats) {
 	s.Ops += o.Ops
 	s.Bytes += o.Bytes
-	s.Hist.merge(&o.Hist)
+	s.Hist.Merge(&o.Hist)
 }
 
 func (r *result) print(w io.Writer) {
@@ -175,77 +175,9 @@ func (r *result) print(w io.Writer) {
 		sec := r.Elapsed.Seconds()
 		fmt.Fprintf(w, "  %-5s: IOPS=%.0f BW=%.1fMiB/s lat(us) p50=%.1f p99=%.1f p99.9=%.1f mean=%.1f ops=%d\n",
 			x.name, float64(x.s.Ops)/sec, float64(x.s.Bytes)/sec/(1<<20),
-			us(x.s.Hist.quantile(0.50)), us(x.s.Hist.quantile(0.99)), us(x.s.Hist.quantile(0.999)),
-			us(x.s.Hist.mean()), x.s.Ops)
+			us(x.s.Hist.Quantile(0.50)), us(x.s.Hist.Quantile(0.99)), us(x.s.Hist.Quantile(0.999)),
+			us(x.s.Hist.Mean()), x.s.Ops)
 	}
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
-// hist is a log-linear latency histogram over nanoseconds: values below
-// 2^histSub land in exact buckets, larger ones in histSub buckets per power
-// of two (resolution 1/histSub, about 3%).
-type hist struct {
-	counts [64 * histSub]int64
-	n      int64
-	sum    int64
-}
-
-const histShift = 5
-const histSub = 1 << histShift
-
-func histBucket(v int64) int {
-	if v < histSub {
-		return int(max(v, 0))
-	}
-	e := bits.Len64(uint64(v)) - 1 // v in [2^e, 2^(e+1))
-	m := int(v>>(e-histShift)) - histSub
-	return (e-histShift+1)*histSub + m
-}
-
-// histLow returns the smallest value of bucket i.
-func histLow(i int) int64 {
-	if i < histSub {
-		return int64(i)
-	}
-	e := i/histSub + histShift - 1
-	m := i % histSub
-	return int64(histSub+m) << (e - histShift)
-}
-
-func (h *hist) add(d time.Duration) {
-	h.counts[histBucket(int64(d))]++
-	h.n++
-	h.sum += int64(d)
-}
-
-func (h *hist) merge(o *hist) {
-	for i, c := range o.counts {
-		h.counts[i] += c
-	}
-	h.n += o.n
-	h.sum += o.sum
-}
-
-func (h *hist) mean() time.Duration {
-	if h.n == 0 {
-		return 0
-	}
-	return time.Duration(h.sum / h.n)
-}
-
-// quantile returns the lower bound of the bucket holding quantile q.
-func (h *hist) quantile(q float64) time.Duration {
-	if h.n == 0 {
-		return 0
-	}
-	rank := int64(q*float64(h.n-1)) + 1
-	var seen int64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			return time.Duration(histLow(i))
-		}
-	}
-	return 0
-}

@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nhdkit/nhd/nbd/nbdtest"
-	"pgregory.net/rapid"
 )
 
 // Each job kind runs briefly against the in-process server and reports
@@ -75,38 +73,5 @@ func TestParseSize(t *testing.T) {
 		if _, err := parseSize(s); err == nil {
 			t.Errorf("parseSize(%q) accepted", s)
 		}
-	}
-}
-
-// The histogram's quantiles are within its resolution of the exact ones.
-func TestHistQuantile(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		vals := rapid.SliceOfN(rapid.Int64Range(0, int64(10*time.Second)), 1, 500).Draw(t, "vals")
-		var h hist
-		for _, v := range vals {
-			h.add(time.Duration(v))
-		}
-		slices.Sort(vals)
-		for _, q := range []float64{0, 0.5, 0.99, 0.999, 1} {
-			exact := vals[int(q*float64(len(vals)-1))]
-			got := int64(h.quantile(q))
-			if got > exact || float64(exact-got) > float64(exact)/histSub+1 {
-				t.Fatalf("q%.3f = %d, exact %d", q, got, exact)
-			}
-		}
-	})
-}
-
-func TestHistBuckets(t *testing.T) {
-	prev := -1
-	for v := int64(0); v < 1<<20; v += 1 + v/64 {
-		b := histBucket(v)
-		if b < prev || histLow(b) > v {
-			t.Fatalf("bucket(%d) = %d (low %d), previous %d", v, b, histLow(b), prev)
-		}
-		prev = b
-	}
-	if b := histBucket(1<<62 + 12345); b >= len(hist{}.counts) {
-		t.Fatalf("bucket out of range: %d", b)
 	}
 }
