@@ -17,6 +17,8 @@ import (
 	"os"
 	"runtime/pprof"
 	"time"
+
+	"github.com/nhdkit/nhd/internal/size"
 )
 
 func main() {
@@ -28,7 +30,7 @@ func main() {
 	flag.IntVar(&j.IODepth, "iodepth", 1, "requests in flight")
 	flag.DurationVar(&j.Runtime, "runtime", 5*time.Second, "how long to run")
 	flag.IntVar(&j.Connections, "connections", 1, "connections (multi-conn)")
-	size := flag.String("size", "0", "bytes of the export to use (0: all)")
+	sizeFlag := flag.String("size", "0", "bytes of the export to use (0: all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -42,10 +44,10 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	var err error
-	if j.BS, err = parseSize(*bs); err != nil {
+	if j.BS, err = size.Parse(*bs); err != nil {
 		fatal(err)
 	}
-	if j.Size, err = parseSize(*size); err != nil {
+	if j.Size, err = size.Parse(*sizeFlag); err != nil {
 		fatal(err)
 	}
 	if j.URI == "" {
@@ -62,23 +64,4 @@ func main() {
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "nbdbench:", err)
 	os.Exit(1)
-}
-
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'k', 'K':
-			mult, s = 1<<10, s[:n-1]
-		case 'm', 'M':
-			mult, s = 1<<20, s[:n-1]
-		case 'g', 'G':
-			mult, s = 1<<30, s[:n-1]
-		}
-	}
-	var v int64
-	if _, err := fmt.Sscan(s, &v); err != nil || v < 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return v * mult, nil
 }

@@ -62,16 +62,3 @@ func TestJobValidation(t *testing.T) {
 		t.Error("bad URI accepted")
 	}
 }
-
-func TestParseSize(t *testing.T) {
-	for s, want := range map[string]int64{"4k": 4096, "64K": 65536, "1m": 1 << 20, "2g": 2 << 30, "512": 512} {
-		if got, err := parseSize(s); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v", s, got, err)
-		}
-	}
-	for _, s := range []string{"", "k", "-1", "x4"} {
-		if _, err := parseSize(s); err == nil {
-			t.Errorf("parseSize(%q) accepted", s)
-		}
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nhdkit/nhd/checksum"
+	"github.com/nhdkit/nhd/internal/size"
 )
 
 // Workload is what the host asks of the disk: a block size, a share of
@@ -86,24 +87,13 @@ func parseWorkload(s string) ([]Workload, error) {
 	return []Workload{w}, nil
 }
 
-// parseSize reads 4096, 4k, 64K, 1m, 2G.
+// parseSize reads a positive size: 4096, 4k, 64K, 1m, 2G.
 func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'k', 'K':
-			mult, s = 1<<10, s[:n-1]
-		case 'm', 'M':
-			mult, s = 1<<20, s[:n-1]
-		case 'g', 'G':
-			mult, s = 1<<30, s[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v <= 0 {
+	v, err := size.Parse(s)
+	if err != nil || v == 0 {
 		return 0, errors.New("want a positive size such as 4096, 64k, 1m or 2g")
 	}
-	return v * mult, nil
+	return v, nil
 }
 
 // Data patterns. Every block written carries a 16-byte stamp (its block
