@@ -628,13 +628,7 @@ func (e *Engine) produce(s *side, k int) error {
 		s.copied += int64(len(buf))
 	}
 	if t := e.timing; t != nil {
-		per := t.hostSector()
-		if e.dir == ToHost {
-			per = t.cpuSector(e.mode)
-			if e.mode == StoreAndForward {
-				per += t.Interrupt + t.Software
-			}
-		}
+		per := e.sectorCost(t, e.dir == ToHost)
 		c := int64(e.f.Cap())
 		for j := range int64(nb) {
 			slot := (s.block + j) % c
@@ -646,6 +640,21 @@ func (e *Engine) produce(s *side, k int) error {
 	s.pos += int64(len(buf))
 	s.block += int64(nb)
 	return e.f.Commit(nb)
+}
+
+// sectorCost is the modelled time of one sector on one side of the FIFO:
+// the CPU's side (backend to FIFO on a read, FIFO to backend on a write),
+// with an interrupt and the software per sector in store-and-forward, or the
+// host's IDE side.
+func (e *Engine) sectorCost(t *Timing, cpuSide bool) time.Duration {
+	if !cpuSide {
+		return t.hostSector()
+	}
+	per := t.cpuSector(e.mode)
+	if e.mode == StoreAndForward {
+		per += t.Interrupt + t.Software
+	}
+	return per
 }
 
 // consume moves up to k sectors out of the FIFO: into host memory for a
@@ -684,13 +693,7 @@ func (e *Engine) consume(s *side, k int) error {
 		}
 	}
 	if t := e.timing; t != nil {
-		per := t.hostSector()
-		if e.dir == ToDevice {
-			per = t.cpuSector(e.mode)
-			if e.mode == StoreAndForward {
-				per += t.Interrupt + t.Software
-			}
-		}
+		per := e.sectorCost(t, e.dir == ToDevice)
 		c := int64(e.f.Cap())
 		for j := range int64(nb) {
 			slot := (s.block + j) % c
