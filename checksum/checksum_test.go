@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/cpu"
 )
 
 // refChecksum is the slow reference: RFC 1071 read literally. Big-endian
@@ -46,6 +50,16 @@ func TestImplementations(t *testing.T) {
 		names = append(names, im.name)
 	}
 	t.Logf("implementations under test: %v", names)
+	// The generic paths run everywhere; on an amd64 CPU with AVX2 (and no
+	// purego tag) the assembly must be among them, or the cross-checks below
+	// would quietly stop covering the code that actually runs.
+	want := []string{"generic", "small"}
+	if runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 && !puregoBuild {
+		want = append(want, "avx2", "avx2-nt")
+	}
+	if !cmp.Equal(names, want) {
+		t.Errorf("implementations under test: %v, want %v", names, want)
+	}
 }
 
 // TestReference pins the reference itself on hand-worked sums, so the

@@ -1,0 +1,5 @@
+//go:build purego
+
+package checksum
+
+const puregoBuild = true
