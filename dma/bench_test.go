@@ -31,18 +31,21 @@ func BenchmarkTransfer(b *testing.B) {
 		chunk  int
 		tap    bool
 		spin   time.Duration
+		inline int64
 	}{
-		{"streaming", Streaming, 0, 0, false, 0}, // the defaults: 128 blocks, 32-sector chunks, DefaultSpin
-		{"streaming-fifo64-chunk16", Streaming, 64, 16, false, 0},
-		{"streaming-fifo256-chunk128", Streaming, 256, 128, false, 0},
-		{"streaming-crc32-tap", Streaming, 0, 0, true, 0},
-		{"streaming-spin-park", Streaming, 0, 0, false, -1},
-		{"streaming-spin-50us", Streaming, 0, 0, false, 50 * time.Microsecond},
-		{"store-and-forward", StoreAndForward, 0, 0, false, 0},
+		{"streaming", Streaming, 0, 0, false, 0, 0}, // the defaults: 128 blocks, 32-sector chunks, DefaultSpin
+		{"streaming-fifo64-chunk16", Streaming, 64, 16, false, 0, 0},
+		{"streaming-fifo256-chunk128", Streaming, 256, 128, false, 0, 0},
+		{"streaming-crc32-tap", Streaming, 0, 0, true, 0, 0},
+		{"streaming-spin-park", Streaming, 0, 0, false, -1, 0},
+		{"streaming-spin-50us", Streaming, 0, 0, false, 50 * time.Microsecond, 0},
+		{"streaming-inline", Streaming, 0, 0, false, 0, n},
+		{"streaming-inline-chunk128", Streaming, 0, 128, false, 0, n},
+		{"store-and-forward", StoreAndForward, 0, 0, false, 0, 0},
 	} {
 		for _, dir := range []Direction{ToHost, ToDevice} {
 			b.Run(fmt.Sprintf("%s/%v", tc.name, dir), func(b *testing.B) {
-				c := Config{Mode: tc.mode, FIFOBlocks: tc.blocks, ChunkSectors: tc.chunk, Spin: tc.spin}
+				c := Config{Mode: tc.mode, FIFOBlocks: tc.blocks, ChunkSectors: tc.chunk, Spin: tc.spin, InlineMax: tc.inline}
 				if tc.tap {
 					c.Tap = crc32.NewIEEE()
 				}

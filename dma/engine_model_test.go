@@ -14,6 +14,7 @@ import (
 // device, the counters.
 type engineModel struct {
 	mode       Mode
+	inlineMax  int64
 	regions    [][]byte // the engine's host memory (the real slices)
 	host       []byte   // what they should hold, concatenated
 	device     []byte   // what the device should hold
@@ -40,6 +41,7 @@ func newEngineMachine(t *rapid.T) *engineMachine {
 		FIFOBlocks:   rapid.IntRange(1, 12).Draw(t, "fifoBlocks"),
 		ChunkSectors: rapid.IntRange(1, 12).Draw(t, "chunk"),
 		Spin:         rapid.SampledFrom(spins).Draw(t, "spin"),
+		InlineMax:    rapid.SampledFrom(inlineMaxes).Draw(t, "inlineMax"),
 	}
 	switch tapKind {
 	case 1:
@@ -48,7 +50,7 @@ func newEngineMachine(t *rapid.T) *engineMachine {
 		cfg.Tap = &recordingCopyTap{seen: &s.tapped}
 	}
 	s.e = mustEngine(t, cfg)
-	s.m.mode = cfg.Mode
+	s.m.mode, s.m.inlineMax = cfg.Mode, cfg.InlineMax
 	s.m.device = pattern(modelDevice, 11)
 	s.dev = newDev(append([]byte(nil), s.m.device...))
 	return s
@@ -174,8 +176,9 @@ func (s *engineMachine) transfer(t *rapid.T, read bool) {
 	// A failed write may have copied sectors into the FIFO that never
 	// reached the device.
 	copiedOK := tr.CopiedBytes == moved || (wantErr != nil && !read && tr.CopiedBytes > moved && tr.CopiedBytes <= n)
+	inline := s.m.mode == Streaming && n <= s.m.inlineMax
 	if tr.Bytes != moved || tr.Interrupts != ints || tr.Completions != 1 || !copiedOK ||
-		tr.Offset != off || tr.Sectors != n/SectorSize || !errors.Is(tr.Err, wantErr) {
+		tr.Offset != off || tr.Sectors != n/SectorSize || !errors.Is(tr.Err, wantErr) || tr.Inline != inline {
 		t.Fatalf("Last() = %+v; want %d bytes moved, %d interrupts, error %v", tr, moved, ints, wantErr)
 	}
 	st := &s.m.stats

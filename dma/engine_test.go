@@ -168,6 +168,11 @@ func TestStreamingNeedsRoom(t *testing.T) {
 // once, the default, a short and a long spin.
 var spins = []time.Duration{-1, 0, time.Microsecond, 50 * time.Microsecond}
 
+// inlineMaxes are the Config.InlineMax values the property tests draw
+// from: never inline, inline up to a few sectors (so some transfers run on
+// the worker and some inline on one engine), always inline.
+var inlineMaxes = []int64{0, 5 * SectorSize, 1 << 40}
+
 // TestTransfers moves random transfers in both directions and modes
 // through random FIFO shapes and host memory layouts, several per engine,
 // and checks every byte, the tap and the counters against a flat model.
@@ -178,6 +183,7 @@ func TestTransfers(t *testing.T) {
 			FIFOBlocks:   rapid.IntRange(1, 12).Draw(t, "fifoBlocks"),
 			ChunkSectors: rapid.IntRange(1, 12).Draw(t, "chunk"),
 			Spin:         rapid.SampledFrom(spins).Draw(t, "spin"),
+			InlineMax:    rapid.SampledFrom(inlineMaxes).Draw(t, "inlineMax"),
 		}
 		var tapped []byte
 		if rapid.Bool().Draw(t, "tap") {
@@ -236,7 +242,8 @@ func TestTransfers(t *testing.T) {
 				wantInts = sectors
 			}
 			if tr.Bytes != n || tr.Sectors != int64(sectors) || tr.Interrupts != wantInts ||
-				tr.Completions != 1 || tr.CopiedBytes != n || tr.CopiesPerByte() != 1 || tr.Err != nil {
+				tr.Completions != 1 || tr.CopiedBytes != n || tr.CopiesPerByte() != 1 || tr.Err != nil ||
+				tr.Inline != (cfg.Mode == Streaming && n <= cfg.InlineMax) {
 				t.Fatalf("Last() = %+v", tr)
 			}
 			want.Transfers++
@@ -372,7 +379,7 @@ func TestBadTransfers(t *testing.T) {
 			t.Errorf("HostToDevice(%d, %d) = %v, want %v", tc.off, tc.n, err, tc.want)
 		}
 	}
-	for _, c := range []Config{{Mode: 7}, {FIFOBlocks: -1}, {ChunkSectors: -1}, {Timing: &Timing{HostBusWidth: 3, CPUBusWidth: 2}}, {Timing: &Timing{}}} {
+	for _, c := range []Config{{Mode: 7}, {FIFOBlocks: -1}, {ChunkSectors: -1}, {Timing: &Timing{HostBusWidth: 3, CPUBusWidth: 2}}, {Timing: &Timing{}}, {InlineMax: -1}} {
 		if _, err := New(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", c, err)
 		}
@@ -496,9 +503,10 @@ func TestLoadPRD(t *testing.T) {
 func TestNoAllocs(t *testing.T) {
 	const n = 64 << 10
 	for _, mc := range []struct {
-		m    Mode
-		spin time.Duration
-	}{{Streaming, 0}, {Streaming, -1}, {StoreAndForward, 0}} {
+		m      Mode
+		spin   time.Duration
+		inline int64
+	}{{Streaming, 0, 0}, {Streaming, -1, 0}, {Streaming, 0, n}, {StoreAndForward, 0, 0}} {
 		m := mc.m
 		tm := PaperAfter()
 		for _, timing := range []*Timing{nil, &tm} {
@@ -507,7 +515,7 @@ func TestNoAllocs(t *testing.T) {
 			if timing != nil {
 				tap = &recordingCopyTap{seen: &seen}
 			}
-			e := mustEngine(t, Config{Mode: m, Timing: timing, Clock: &VirtualClock{}, Tap: tap, Spin: mc.spin})
+			e := mustEngine(t, Config{Mode: m, Timing: timing, Clock: &VirtualClock{}, Tap: tap, Spin: mc.spin, InlineMax: mc.inline})
 			host := make([]byte, n)
 			e.SetRegions(host[:n/2], host[n/2:])
 			dev := bytes.NewReader(make([]byte, n))
@@ -523,7 +531,7 @@ func TestNoAllocs(t *testing.T) {
 			}
 			run()
 			if a := testing.AllocsPerRun(50, run); a != 0 {
-				t.Errorf("%v, spin %v, timing %v: %v allocations per transfer pair", m, mc.spin, timing != nil, a)
+				t.Errorf("%v, spin %v, inline %d, timing %v: %v allocations per transfer pair", m, mc.spin, mc.inline, timing != nil, a)
 			}
 			e.Close()
 		}
@@ -712,5 +720,46 @@ func TestCopyTap(t *testing.T) {
 			t.Fatalf("%v: %d Writes, %v copies per byte", m, tap.writes, e.Last().CopiesPerByte())
 		}
 		e.Close()
+	}
+}
+
+// TestInlineModelledTime: with a Timing profile, a transfer run inline
+// (InlineMax) is modelled as the hardware would take it, overlap included:
+// the same modelled time, interrupts and data as on the worker.
+func TestInlineModelledTime(t *testing.T) {
+	const n = 64 << 10
+	for _, timing := range []Timing{PaperAfter(), PaperBefore()} {
+		for _, read := range []bool{true, false} {
+			var got [2]Transfer
+			var data [2][]byte
+			for i, inline := range []int64{0, n} {
+				e := mustEngine(t, Config{Clock: &VirtualClock{}, Timing: &timing, FIFOBlocks: 8, ChunkSectors: 2, InlineMax: inline})
+				host := pattern(n, 3)
+				e.SetRegions(host)
+				dev := newDev(pattern(n, 5))
+				var err error
+				if read {
+					err = e.DeviceToHost(dev, 0, n)
+				} else {
+					err = e.HostToDevice(dev, 0, n)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[i] = e.Last()
+				data[i] = append(host, dev.b...)
+				e.Close()
+			}
+			if !got[1].Inline || got[0].Inline {
+				t.Fatalf("Inline = %v on the worker, %v inline", got[0].Inline, got[1].Inline)
+			}
+			got[1].Inline = false
+			if diff := cmp.Diff(got[0], got[1]); diff != "" {
+				t.Errorf("read=%v: inline transfer differs (-worker +inline):\n%s", read, diff)
+			}
+			if !bytes.Equal(data[0], data[1]) {
+				t.Errorf("read=%v: inline transfer moved other data", read)
+			}
+		}
 	}
 }
