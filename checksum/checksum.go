@@ -18,16 +18,9 @@ import (
 // Checksum does not allocate and does not retain b. It is safe for concurrent
 // use.
 func Checksum(b []byte, initial uint16) uint16 {
-	if len(b) < vectorMin {
-		return Combine(initial, finish(sumGeneric(b)))
-	}
-	return Combine(initial, finish(sumLE(b)))
+	// initial byte-swapped is its little-endian partial (see finish).
+	return checksum(b, uint64(bits.ReverseBytes16(initial)))
 }
-
-// vectorMin is the length below which the pure-Go sum is as fast as any
-// vector path (which has a fixed cost: the reduction, VZEROUPPER), so short
-// buffers skip the dispatch.
-const vectorMin = 256
 
 // Combine returns the ones' complement sum of two partial sums: the checksum
 // of the concatenation of two byte strings, the first of even length, is
@@ -180,9 +173,13 @@ func fold32(s uint32) uint16 {
 	return uint16(s)
 }
 
-// finish turns a little-endian partial into the folded big-endian sum.
+// finish turns a little-endian partial into the folded big-endian sum. Each
+// step adds a value to itself rotated by half its width: the upper half of
+// the result is the ones' complement sum of the two halves (the carry out of
+// the lower half is the end-around carry), and it is 0 only if both are.
 func finish(p uint64) uint16 {
-	s := p>>32 + p&0xffffffff // at most 0x1_ffff_fffe
-	s = s>>32 + s&0xffffffff
-	return bits.ReverseBytes16(fold32(uint32(s)))
+	p += bits.RotateLeft64(p, 32)
+	s := uint32(p >> 32)
+	s += bits.RotateLeft32(s, 16)
+	return bits.ReverseBytes16(uint16(s >> 16))
 }

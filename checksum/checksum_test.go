@@ -3,6 +3,7 @@ package checksum
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -42,6 +43,15 @@ func impls() []impl { return append([]impl{genericImpl, smallImpl}, archImpls().
 
 func implChecksum(im impl, b []byte, initial uint16) uint16 {
 	return Combine(initial, finish(im.sum(b)))
+}
+
+// implChecksumInit is im's checksum with initial passed in (as a
+// little-endian partial), or implChecksum where im has no such form.
+func implChecksumInit(im impl, b []byte, initial uint16) uint16 {
+	if im.checksum == nil {
+		return implChecksum(im, b, initial)
+	}
+	return im.checksum(b, uint64(bits.ReverseBytes16(initial)))
 }
 
 func TestImplementations(t *testing.T) {
@@ -197,6 +207,10 @@ func TestSumAgainstReference(t *testing.T) {
 					}
 					if got := implChecksum(im, buf[a:a+n], initial); got != want {
 						t.Errorf("len %d align %d initial %#04x: got %#04x, want %#04x", n, a, initial, got, want)
+						return false
+					}
+					if got := implChecksumInit(im, buf[a:a+n], initial); got != want {
+						t.Errorf("len %d align %d initial %#04x passed in: got %#04x, want %#04x", n, a, initial, got, want)
 						return false
 					}
 					return true

@@ -47,7 +47,7 @@ func New(initial uint16) *Checksummer {
 
 // Write adds p to the sum. It always returns len(p), nil.
 func (c *Checksummer) Write(p []byte) (int, error) {
-	c.add(finish(sumLE(p)), len(p))
+	c.add(checksum(p, 0), len(p))
 	return len(p), nil
 }
 

@@ -28,8 +28,10 @@ const (
 	// avx2Block is the most one assembly call sums: its 32-bit lanes are
 	// exact up to 4 MiB (see sum_amd64.s).
 	avx2Block = 1 << 20
-	// avx2Min is the length from which the vector path is used.
-	avx2Min = vectorMin
+	// avx2Min is the length below which the pure-Go sum is as fast as the
+	// vector path (which has a fixed cost: the reduction, VZEROUPPER), so
+	// short buffers skip it.
+	avx2Min = 256
 	// ntMin is the copy length from which CopyAndChecksum stores around the
 	// cache. runtime.memmove does so from 1 MiB, but the fused loop keeps
 	// regular stores until source plus destination crowd the L3 cache:
@@ -55,17 +57,29 @@ func copySumLE(dst, src []byte) uint64 {
 	return copySumAVX2Blocks(dst, src)
 }
 
-// sumAVX2Blocks sums b with the assembly in blocks of at most avx2Block
-// bytes; the tail under 32 bytes is summed in Go.
-func sumAVX2Blocks(b []byte) uint64 {
-	var s uint64
+// checksum is Checksum with its initial value as a little-endian partial.
+func checksum(b []byte, init uint64) uint16 {
+	if !useAVX2 || len(b) < avx2Min {
+		return checksumGeneric(b, init)
+	}
+	return checksumAVX2(b, init)
+}
+
+// checksumAVX2 sums b with the assembly in blocks of at most avx2Block bytes,
+// added to the little-endian partial init; the tail under 32 bytes (at an
+// even offset) is summed, and the whole folded, by checksumGeneric.
+func checksumAVX2(b []byte, init uint64) uint16 {
+	s := init
 	for len(b) >= 32 {
 		n := min(len(b), avx2Block) &^ 31
 		s = add64(s, sumAVX2(b[:n]))
 		b = b[n:]
 	}
-	return add64(s, sumGeneric(b))
+	return checksumGeneric(b, s)
 }
+
+// sumAVX2Blocks is checksumAVX2 as a little-endian partial.
+func sumAVX2Blocks(b []byte) uint64 { return uint64(bits.ReverseBytes16(checksumAVX2(b, 0))) }
 
 // copySumAVX2Blocks is the fused copy: one load of each 32 bytes, one store,
 // and the sum taken from the register, with non-temporal stores from ntMin.
@@ -108,8 +122,8 @@ func archImpls() []impl {
 		return nil
 	}
 	return []impl{
-		{name: "avx2", sum: sumAVX2Blocks, copySum: copySumAVX2Blocks},
-		{name: "avx2-nt", sum: sumAVX2Blocks, copySum: func(dst, src []byte) uint64 { return copySumAVX2From(dst, src, 0) }},
+		{name: "avx2", sum: sumAVX2Blocks, checksum: checksumAVX2, copySum: copySumAVX2Blocks},
+		{name: "avx2-nt", sum: sumAVX2Blocks, checksum: checksumAVX2, copySum: func(dst, src []byte) uint64 { return copySumAVX2From(dst, src, 0) }},
 	}
 }
 

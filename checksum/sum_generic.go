@@ -6,7 +6,16 @@ import (
 	"unsafe"
 )
 
-// sumGeneric returns the little-endian partial of b (see finish) in pure Go.
+// sumGeneric returns the little-endian partial of b (see finish) in pure Go:
+// checksumGeneric's folded sum, byte-swapped back.
+func sumGeneric(b []byte) uint64 { return uint64(bits.ReverseBytes16(checksumGeneric(b, 0))) }
+
+// checksumGeneric returns the folded big-endian sum of b added to init, a
+// little-endian partial (see finish): Checksum's pure-Go body. It does all its
+// work in one frameless leaf, so a call to Checksum is one call, and folds at
+// the end with two rotate-and-add steps; the initial value rides in the first
+// chain's accumulator (any 64-bit value is safe there: every addition into it
+// has its carry counted).
 //
 // The main loop reads 64 bytes per round into two independent ADD/ADC chains
 // of four words each, the trick of Linux's csum_partial: the CPU renames the
@@ -15,14 +24,15 @@ import (
 // ADC of zero), so no carry has to survive the loop's compare. The loads go through
 // encoding/binary on an array pointer: one unaligned 64-bit load each where the
 // architecture has them, byte loads elsewhere, and no bounds checks.
-func sumGeneric(b []byte) uint64 {
+func checksumGeneric(b []byte, init uint64) uint16 {
 	// Everything is addressed by pointer and index, never through a
 	// re-sliced b, both chains share one carry counter, and the tail is
 	// summed before the loop: so the loop's pointer, index, two sums and
 	// counter stay in registers beside its eight loads (with b's header and
 	// a bound alive across it, the compiler reloaded three or four values
 	// from the stack every round). No pointer is formed past the last byte.
-	var a0, a1, cnt, c uint64
+	var a1, cnt, c uint64
+	a0 := init
 	n := len(b)
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	// The tail first (under 64 bytes from i, by its length's bits: 32, 16
@@ -98,7 +108,11 @@ func sumGeneric(b []byte) uint64 {
 			cnt, _ = bits.Add64(cnt, 0, c)
 		}
 	}
-	return add64(add64(a0, a1), cnt)
+	// a0 + a1 + cnt with its two carries: the last "+ c" cannot wrap (that
+	// would need a0 + a1 >= 2^65 - 1).
+	a0, c = bits.Add64(a0, a1, 0)
+	a0, c = bits.Add64(a0, cnt, c)
+	return finish(a0 + c)
 }
 
 // genericCopyChunk is how much copySumGeneric copies before it sums what it

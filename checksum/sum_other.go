@@ -7,6 +7,9 @@ package checksum
 
 func sumLE(b []byte) uint64 { return sumGeneric(b) }
 
+// checksum is Checksum with its initial value as a little-endian partial.
+func checksum(b []byte, init uint64) uint16 { return checksumGeneric(b, init) }
+
 func copySumLE(dst, src []byte) uint64 { return copySumGeneric(dst, src) }
 
 // archImpls lists the architecture-specific implementations for the tests.
