@@ -4,6 +4,7 @@ package nbd
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -27,6 +28,12 @@ func TestClientZeroAllocs(t *testing.T) {
 			_, err = c.WriteAt(big, 1<<20)
 		},
 		"Pread": func() { err = c.Pread(context.Background(), buf, 0, 0) },
+		"StartRead+StartWrite, Wait": func() {
+			ctx := context.Background()
+			r, e1 := c.StartRead(ctx, buf, 8192, 0)
+			w, e2 := c.StartWrite(ctx, big[:65536], 1<<20, 0)
+			err = errors.Join(e1, e2, w.Wait(ctx), r.Wait(ctx))
+		},
 	} {
 		f() // warm up: buffers of the runtime's poller
 		if n := testing.AllocsPerRun(200, f); n != 0 || err != nil {

@@ -178,6 +178,10 @@ var (
 	// ErrUnaligned is returned for a request that breaks the server's
 	// advertised minimum block size.
 	ErrUnaligned = errors.New("nbd: request not aligned to the server's minimum block size")
+	// ErrTooLarge is returned by StartRead and StartWrite for a buffer
+	// longer than the server's maximum payload (Client.BlockSize): a
+	// started call is one request. Pread and Pwrite split such buffers.
+	ErrTooLarge = errors.New("nbd: request longer than the maximum payload")
 	// ErrTLSUnavailable is returned when TLS is required (an nbds URI or
 	// WithTLS) but the server cannot provide it; the client never falls
 	// back to plaintext.

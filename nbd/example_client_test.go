@@ -116,3 +116,48 @@ func ExampleListExports() {
 	}
 	// Output: "disk"
 }
+
+// Read-ahead from one goroutine: the next block's request is in flight
+// while the caller works on the one before; each Wait reads the replies
+// that have come in.
+func ExampleClient_StartRead() {
+	uri, stop := clientExampleServer()
+	defer stop()
+	ctx := context.Background()
+	c, err := nbd.Dial(ctx, uri)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 4 {
+		if _, err := c.WriteAt([]byte{byte('a' + i), byte('a' + i)}, int64(i)*4096); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	var bufs [2][]byte
+	var calls [2]nbd.Call
+	for i := range bufs {
+		bufs[i] = make([]byte, 4096)
+	}
+	if calls[0], err = c.StartRead(ctx, bufs[0], 0, 0); err != nil {
+		log.Fatal(err)
+	}
+	for i := range 4 {
+		if i+1 < 4 {
+			next := (i + 1) % 2
+			if calls[next], err = c.StartRead(ctx, bufs[next], int64(i+1)*4096, 0); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if err := calls[i%2].Wait(ctx); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("block %d: %s\n", i, bufs[i%2][:2])
+	}
+	// Output:
+	// block 0: aa
+	// block 1: bb
+	// block 2: cc
+	// block 3: dd
+}
