@@ -142,18 +142,12 @@ func PseudoHeaderIPv6(src, dst [16]byte, protocol uint8, length uint32) uint16 {
 // It panics if len(dst) < len(src), rather than silently checksumming less
 // than it was given. It does not allocate and does not retain dst or src.
 func CopyAndChecksum(dst, src []byte, initial uint16) uint16 {
-	if len(dst) < len(src) {
-		panic("checksum: CopyAndChecksum: dst shorter than src")
-	}
-	if len(src) <= smallCopy {
-		return Combine(initial, finish(copySumSmall(dst, src)))
-	}
-	return Combine(initial, finish(copySumLE(dst[:len(src)], src)))
+	// copyChecksum checks the lengths, so that this inlines to one call.
+	return copyChecksum(dst, src, uint64(bits.ReverseBytes16(initial)))
 }
 
-// smallCopy is the length up to which CopyAndChecksum uses copySumSmall:
-// below it the call to memmove costs as much as the copy.
-const smallCopy = 128
+// errShortDst is CopyAndChecksum's panic value.
+const errShortDst = "checksum: CopyAndChecksum: dst shorter than src"
 
 // The fast paths all compute a "little-endian partial": the ones' complement
 // sum, modulo 2^64-1, of the data read as little-endian words (any width: since

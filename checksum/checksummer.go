@@ -57,7 +57,7 @@ func (c *Checksummer) CopyAndWrite(dst, src []byte) int {
 	if len(dst) < len(src) {
 		panic("checksum: CopyAndWrite: dst shorter than src")
 	}
-	c.add(finish(copySumLE(dst[:len(src)], src)), len(src))
+	c.add(copyChecksum(dst[:len(src)], src, 0), len(src))
 	return len(src)
 }
 

@@ -10,14 +10,13 @@ type impl struct {
 	// (Checksum's form), nil where the implementation has none.
 	checksum func(b []byte, init uint64) uint16
 	copySum  func(dst, src []byte) uint64 // len(dst) == len(src)
-	// short marks an implementation only ever used on short buffers: the
-	// tests skip it at the multi-megabyte switch lengths.
-	short bool
+	// copyChecksum is copySum folded with the little-endian partial init
+	// (CopyAndChecksum's form), nil where the implementation has none.
+	copyChecksum func(dst, src []byte, init uint64) uint16
 }
 
 // genericImpl is the pure-Go implementation, available everywhere.
-var genericImpl = impl{name: "generic", sum: sumGeneric, checksum: checksumGeneric, copySum: copySumGeneric}
-
-// smallImpl is the short-copy path CopyAndChecksum takes up to smallCopy
-// bytes; the tests run it at every length up to 2048 all the same.
-var smallImpl = impl{name: "small", sum: sumGeneric, copySum: copySumSmall, short: true}
+var genericImpl = impl{
+	name: "generic", sum: sumGeneric, checksum: checksumGeneric,
+	copySum: copySumGeneric, copyChecksum: copyChecksumGeneric,
+}

@@ -50,11 +50,16 @@ func sumLE(b []byte) uint64 {
 	return sumAVX2Blocks(b)
 }
 
-func copySumLE(dst, src []byte) uint64 {
+// copyChecksum is CopyAndChecksum with its initial value as a little-endian
+// partial.
+func copyChecksum(dst, src []byte, init uint64) uint16 {
 	if !useAVX2 || len(src) < avx2Min {
-		return copySumGeneric(dst, src)
+		return copyChecksumGeneric(dst, src, init)
 	}
-	return copySumAVX2Blocks(dst, src)
+	if len(dst) < len(src) {
+		panic(errShortDst)
+	}
+	return finish(add64(init, copySumAVX2Blocks(dst[:len(src)], src)))
 }
 
 // checksum is Checksum with its initial value as a little-endian partial.

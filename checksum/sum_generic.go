@@ -115,65 +115,45 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 	return finish(a0 + c)
 }
 
-// genericCopyChunk is how much copySumGeneric copies before it sums what it
-// copied: small enough that the copied chunk is still in the L2 cache for the
-// sum, and that memmove never switches to non-temporal stores (it does from
-// 1 MiB on amd64, which would send the sum to DRAM), large enough that below
-// it the fused call is exactly copy() then the sum. It must be even.
+// genericCopyChunk is how much copyChecksumGeneric copies before it sums
+// what it copied: small enough that the copied chunk is still in the L2 cache
+// for the sum, and that memmove never switches to non-temporal stores (it does
+// from 1 MiB on amd64, which would send the sum to DRAM), large enough that up
+// to it the fused call is exactly copy() then the sum. It must be even.
 const genericCopyChunk = 64 << 10
 
-// copySumGeneric copies src into dst (len(dst) == len(src)) and returns the
-// little-endian partial of the copied bytes. A scalar loop that loads,
-// stores and adds each word is slower than memmove followed by a fast sum, so
-// this copies cache-sized chunks with copy() and sums each while it is hot.
-// Summing dst after the copy makes overlapping dst and src behave like copy().
-func copySumGeneric(dst, src []byte) uint64 {
-	var s uint64
-	if len(src) <= genericCopyChunk || !overlaps(dst, src) {
-		for len(src) > 0 {
-			n := min(len(src), genericCopyChunk)
-			copy(dst[:n], src[:n])
-			s = add64(s, sumGeneric(dst[:n]))
-			dst, src = dst[n:], src[n:]
-		}
-		return s
+// copyChecksumGeneric copies src into dst and returns the folded sum of the
+// copied bytes added to the little-endian partial init; it panics if
+// len(dst) < len(src) (CopyAndChecksum's contract).
+// A scalar loop that loads, stores and adds each word is slower than memmove
+// followed by a fast sum (and so, measured, was a copy through registers even
+// at 16 to 128 bytes), so up to genericCopyChunk this is copy() then
+// checksumGeneric, and beyond it copies cache-sized chunks and sums each while
+// it is hot. Summing dst after the copy makes overlapping dst and src behave
+// like copy(); overlapping buffers are copied whole, since a piece could
+// otherwise read bytes a previous piece already overwrote.
+func copyChecksumGeneric(dst, src []byte, init uint64) uint16 {
+	if len(dst) < len(src) {
+		panic(errShortDst)
 	}
-	// Overlapping buffers copied in pieces could read bytes a previous piece
-	// already overwrote: copy whole, then sum.
-	copy(dst, src)
-	return sumGeneric(dst)
+	dst = dst[:len(src)]
+	if len(src) <= genericCopyChunk || overlaps(dst, src) {
+		copy(dst, src)
+		return checksumGeneric(dst, init)
+	}
+	s := init
+	for len(src) > 0 {
+		n := min(len(src), genericCopyChunk)
+		copy(dst[:n], src[:n])
+		s = add64(s, sumGeneric(dst[:n]))
+		dst, src = dst[n:], src[n:]
+	}
+	return finish(s)
 }
 
-// copySumSmall copies src into dst (len(dst) == len(src)) and returns the
-// little-endian partial of the copied bytes, for short buffers: 32 bytes per
-// round are loaded into registers, stored and added, with no call to memmove,
-// and the tail under 32 bytes word by word (copySumTail). Overlapping buffers
-// go through copy() whole (memmove picks the safe direction), then the sum.
-func copySumSmall(dst, src []byte) uint64 {
-	if overlaps(dst, src) {
-		n := copy(dst, src)
-		return sumGeneric(dst[:n])
-	}
-	var a0, a1, cnt, c uint64
-	for len(src) >= 32 {
-		s, d := (*[32]byte)(src), (*[32]byte)(dst)
-		w0 := binary.LittleEndian.Uint64(s[0:8])
-		w1 := binary.LittleEndian.Uint64(s[8:16])
-		w2 := binary.LittleEndian.Uint64(s[16:24])
-		w3 := binary.LittleEndian.Uint64(s[24:32])
-		binary.LittleEndian.PutUint64(d[0:8], w0)
-		binary.LittleEndian.PutUint64(d[8:16], w1)
-		binary.LittleEndian.PutUint64(d[16:24], w2)
-		binary.LittleEndian.PutUint64(d[24:32], w3)
-		a0, c = bits.Add64(a0, w0, 0)
-		a0, c = bits.Add64(a0, w1, c)
-		cnt, _ = bits.Add64(cnt, 0, c)
-		a1, c = bits.Add64(a1, w2, 0)
-		a1, c = bits.Add64(a1, w3, c)
-		cnt, _ = bits.Add64(cnt, 0, c)
-		src, dst = src[32:], dst[32:]
-	}
-	return add64(add64(add64(a0, a1), cnt), copySumTail(dst, src))
+// copySumGeneric is copyChecksumGeneric as a little-endian partial.
+func copySumGeneric(dst, src []byte) uint64 {
+	return uint64(bits.ReverseBytes16(copyChecksumGeneric(dst, src, 0)))
 }
 
 // copySumTail copies src into dst (len(dst) >= len(src), no overlap) word by

@@ -10,7 +10,9 @@ func sumLE(b []byte) uint64 { return sumGeneric(b) }
 // checksum is Checksum with its initial value as a little-endian partial.
 func checksum(b []byte, init uint64) uint16 { return checksumGeneric(b, init) }
 
-func copySumLE(dst, src []byte) uint64 { return copySumGeneric(dst, src) }
+// copyChecksum is CopyAndChecksum with its initial value as a little-endian
+// partial.
+func copyChecksum(dst, src []byte, init uint64) uint16 { return copyChecksumGeneric(dst, src, init) }
 
 // archImpls lists the architecture-specific implementations for the tests.
 func archImpls() []impl { return nil }
