@@ -79,13 +79,29 @@ const defaultChunk = 32 << 10
 // measurements.
 const defaultSpin = dma.DefaultSpin
 
+// defaultAhead is how many NBD requests the bridge pipelined across
+// commands keeps in flight (read-ahead, write-behind), all from the drive's
+// goroutine. With one, the back end idles while the reply crosses into the
+// bridge and the next request goes out; with a few, the server works on
+// the next while the drive works on this one. Past three the replies fill
+// the socket's buffer (about 200 KiB) before the drive reads them, and the
+// server waits (README).
+const defaultAhead = 3
+
 // tuning is what a drive's datapath can be tuned by.
 type tuning struct {
 	Chunk int           // bytes per NBD request in the variant pipelined in chunks
 	Spin  time.Duration // the DMA engine's spin (dma.Config.Spin)
+	// Ahead is the number of NBD requests the variant pipelined across
+	// commands keeps in flight.
+	Ahead int
+	// Overlap runs every streaming transfer on the DMA engine's worker;
+	// off, a transfer the size of a command that has nothing to overlap
+	// with the back end runs on the drive's goroutine (dma.Config.InlineMax).
+	Overlap bool
 }
 
-var defaultTuning = tuning{Chunk: defaultChunk, Spin: defaultSpin}
+var defaultTuning = tuning{Chunk: defaultChunk, Spin: defaultSpin, Ahead: defaultAhead}
 
 // A drive is one emulated NHD: an ATA device whose backend is the NBD
 // client (or, to measure the front end alone, a memory disk), with a DMA
@@ -124,12 +140,19 @@ func newDrive(v variant, be ata.Backend, sectors uint64, bs int, tu tuning) (*dr
 		cfg = dma.Config{Mode: dma.Streaming, FIFOBlocks: bs / dma.SectorSize, ChunkSectors: max(1, min(bs, chunk)/dma.SectorSize)}
 	}
 	cfg.Spin = tu.Spin
+	if v.Streaming && (!v.Pipelined || v.Ahead) && !tu.Overlap {
+		// Nothing to overlap the DMA with but the DMA itself: a 64 KiB copy
+		// (about 2 us) is cheaper than waking the engine's worker on the
+		// other core (about 10 us on a 2-vCPU VM), and the hand-off slowed
+		// the NBD request after it by as much again (README).
+		cfg.InlineMax = int64(bs)
+	}
 	if v.InFlight {
 		cfg.Tap = &d.path.sum
 	}
 	switch {
 	case v.Ahead:
-		d.path.ahead = newAhead(be, bs)
+		d.path.ahead = newAhead(be, bs, tu.Ahead)
 		be = &cachedBackend{Backend: be, a: d.path.ahead}
 	case !v.ZeroCopy:
 		d.path.stage = make([]byte, bs)

@@ -70,6 +70,8 @@ type config struct {
 	Span      int64         `json:"span"`
 	Chunk     int           `json:"chunk"`
 	Spin      time.Duration `json:"spin_ns"`
+	Ahead     int           `json:"ahead"`
+	Overlap   bool          `json:"overlap"`
 	Table     bool          `json:"table"`
 	Pipelined bool          `json:"pipelined"`
 	Seed      uint64        `json:"seed"`
@@ -92,6 +94,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&spanFlag, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read)")
 	fs.StringVar(&chunkFlag, "chunk", "32k", "bytes per NBD request in Table 4's bridge pipelined in chunks")
 	fs.DurationVar(&c.Spin, "spin", defaultSpin, "how long the DMA engine's sides spin for each other before they park (dma.Config.Spin); negative parks at once, 0 is dma.DefaultSpin")
+	fs.IntVar(&c.Ahead, "ahead", defaultAhead, "NBD requests in flight in the bridge pipelined across commands (read-ahead, write-behind), 1 to 16")
+	fs.BoolVar(&c.Overlap, "overlap", false, "overlap the DMA engine's two sides on its worker goroutine even for a command with nothing else to overlap (off: such a transfer runs inline, dma.Config.InlineMax)")
 	fs.BoolVar(&c.Pipelined, "pipelined", false, "run the workload on the bridge pipelined across commands (read-ahead, write-behind)")
 	fs.BoolVar(&c.Table, "table", true, "measure every datapath variant and print the Table 4 comparison")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the data patterns and the random addresses")
@@ -141,6 +145,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, usagef("-chunk %q: want a multiple of 512 up to 32m", chunkFlag)
 	}
 	c.Chunk = int(chunk)
+	if c.Ahead < 1 || c.Ahead > maxAhead {
+		return nil, usagef("-ahead must be 1 to %d, got %d", maxAhead, c.Ahead)
+	}
 	if c.Spin > time.Second {
 		return nil, usagef("-spin must be at most 1s, got %v", c.Spin)
 	}
@@ -155,8 +162,17 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	return c, nil
 }
 
+// maxAhead bounds -ahead: the requests a drive keeps in flight must all be
+// accepted by the server while their replies wait to be read (nbdkit runs
+// 16 threads, this module's server serves 16 requests of a connection at
+// once by default), or a request's write could wait on a server waiting
+// for its replies to be read.
+const maxAhead = 16
+
 // tuning is the datapath tuning the flags ask for.
-func (c *config) tuning() tuning { return tuning{Chunk: c.Chunk, Spin: c.Spin} }
+func (c *config) tuning() tuning {
+	return tuning{Chunk: c.Chunk, Spin: c.Spin, Ahead: c.Ahead, Overlap: c.Overlap}
+}
 
 // run is the whole program: it parses args, runs the bridge and writes the
 // report to stdout; progress goes to stderr when stderr is a terminal.

@@ -131,6 +131,7 @@ func TestWorkloads(t *testing.T) {
 		{[]string{"-workload", "bs=16k,read=50,seq", "-pipelined", "-depth", "2"}, []string{"fill", "bs=16k,read=50,seq"}, nil},
 		{[]string{"-workload", "randrw70", "-pipelined"}, []string{"fill", "randrw70"}, nil},
 		{[]string{"-workload", "bs=1m,read=100,seq", "-depth", "2", "-pipelined", "-chunk", "256k"}, []string{"fill", "bs=1m,read=100,seq"}, nil},
+		{[]string{"-workload", "bs=64k,read=50,seq", "-pipelined", "-ahead", "1", "-overlap"}, []string{"fill", "bs=64k,read=50,seq"}, nil},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, err := runArgs(t, append(append(tc.args, "-table=false", "-json"), small...)...)
@@ -213,6 +214,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-bytes", "1m", "-duration", "1s"}, true, "-bytes and -duration both set"},
 		{[]string{"-size", "1000"}, true, "-size must be a multiple of 512"},
 		{[]string{"-chunk", "1000"}, true, "-chunk"},
+		{[]string{"-ahead", "0"}, true, "-ahead must be 1 to 16, got 0"},
+		{[]string{"-ahead", "17"}, true, "-ahead must be 1 to 16, got 17"},
 		{[]string{"extra"}, true, `unexpected argument "extra"`},
 		{[]string{"-uri", "nbd+unix:///x?socket=/nonexistent/nhd.sock"}, false, "cannot connect to NBD server nbd+unix:///x?socket=/nonexistent/nhd.sock"},
 		{[]string{"-uri", "http://example.com/"}, true, "-uri: nbd: bad URI"},

@@ -96,7 +96,7 @@ func met(ok bool) string {
 func (t *table) writeText(w io.Writer) {
 	fmt.Fprintf(w, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d commands each\n", sizeText(int64(t.BlockSize)), t.Commands)
 	fmt.Fprintln(w, "(front end: host + ATA + DMA over an in-cache memory disk, the disk's calls taken out; back end: the bare NBD client making the bridge's NBD requests;")
-	fmt.Fprintln(w, " model: series 1/V = 1/V_front + 1/V_back, fill = one command streamed through both in chunks, pipelined = the slower end)")
+	fmt.Fprintf(w, " model: series 1/V = 1/V_front + 1/V_back, fill = one command streamed through both in chunks, pipelined = the slower end,\n  its back end the bare client with %d requests in flight, as the bridge keeps them)\n", t.Ahead)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tdatapath\tfront end\tback end\tmodel\t\tmeasured\terror\tspeed-up\t")
 	for i, rw := range t.Rows {
@@ -137,9 +137,13 @@ func (t *table) writeText(w io.Writer) {
 		if first == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%s: before -> after (series) x%.2f; pipelined vs series x%.2f in chunks, x%.2f across commands; the fastest (%s) reaches %.0f%% of the bare NBD client's %s MB/s\n",
+		fmt.Fprintf(w, "%s: before -> after (series) x%.2f; pipelined vs series x%.2f in chunks, x%.2f across commands; the fastest (%s) reaches %.0f%% of the bare NBD client's %s MB/s one request at a time",
 			dir, float64(series.Measured/first.Measured), float64(chunks.Measured/series.Measured), float64(across.Measured/series.Measured),
 			strings.TrimPrefix(fastest.Variant.Name, "+ "), 100*float64(fastest.Measured/t.Bare[dir]), mib(t.Bare[dir]))
+		if ba := t.BareAhead[dir]; ba > 0 {
+			fmt.Fprintf(w, "; across commands, %.0f%% of its %s MB/s with %d in flight", 100*float64(across.Measured/ba), mib(ba), t.Ahead)
+		}
+		fmt.Fprintln(w)
 	}
 	if t.Chunk < t.BlockSize {
 		n := t.BlockSize / t.Chunk

@@ -37,6 +37,11 @@ type table struct {
 	// Bare is the bare NBD client's rate per direction, one request per
 	// command.
 	Bare map[string]model.Rate `json:"bare_nbd_Bps"`
+	// Ahead is the number of requests the bridge pipelined across commands
+	// keeps in flight, and BareAhead the bare NBD client's rate per
+	// direction with as many in flight: that row's back end.
+	Ahead     int                   `json:"ahead"`
+	BareAhead map[string]model.Rate `json:"bare_nbd_ahead_Bps"`
 	// Request is the NBD back end's cost per request, fitted (model.FitCost)
 	// to the bare client's times for whole commands and for chunks, per
 	// direction: what pipelining in chunks pays once per extra request.
@@ -71,18 +76,24 @@ type bench struct {
 	local     *disk // the same for the memory disk
 	e2e       []*lane
 	front     []*lane
-	// frontBE times the memory disk under each front-end drive (nil for
-	// the variant pipelined across commands, whose backend calls run on
-	// its read-ahead goroutine), so that the front end is measured
-	// without its backend: the back end node is the NBD client's.
+	// frontBE times the memory disk under each front-end drive, so that
+	// the front end is measured without its backend: the back end node
+	// is the NBD client's.
 	frontBE []*timedBackend
 	buf     []byte
+	ahead   int        // requests in flight for the variant pipelined across commands
+	bufs    [][]byte   // one per request in flight, for the bare client at that depth
+	calls   []nbd.Call // the bare client's requests in flight
 }
 
 func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs int, tu tuning, seed uint64, sectors uint64) (*bench, error) {
 	chunk := tu.Chunk
 	span := int64(len(remote.gens)) * int64(bs)
-	b := &bench{bs: bs, chunk: chunk, client: client, remote: remote, buf: make([]byte, bs)}
+	b := &bench{bs: bs, chunk: chunk, client: client, remote: remote, buf: make([]byte, bs), ahead: max(tu.Ahead, 1)}
+	for range b.ahead {
+		b.bufs = append(b.bufs, make([]byte, bs))
+	}
+	b.calls = make([]nbd.Call, b.ahead)
 	// The front end's memory disk is small enough to stay in the cache.
 	// Its calls (one cached copy per command, 2.5-3.5 us per 64 KiB) are
 	// timed and taken out of the front end's time: in the bridge the NBD
@@ -98,14 +109,9 @@ func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs int, tu 
 			return nil, err
 		}
 		b.e2e = append(b.e2e, newLane(d, remote, 0, 1, seed+7))
-		var fbe ata.Backend = b.mem
-		var tb *timedBackend
-		if !v.Ahead {
-			tb = &timedBackend{Backend: b.mem}
-			fbe = tb
-		}
+		tb := &timedBackend{Backend: b.mem}
 		b.frontBE = append(b.frontBE, tb)
-		d, err = newDrive(v, fbe, uint64(local/512), bs, tu)
+		d, err = newDrive(v, tb, uint64(local/512), bs, tu)
 		if err != nil {
 			b.Close()
 			return nil, err
@@ -128,8 +134,8 @@ func (b *bench) Close() {
 }
 
 // timedBackend is a backend that adds up the time its calls take, for a
-// drive used by one goroutine: what a command spends in its backend, the
-// rest being the front end's.
+// drive whose backend calls do not overlap each other: what a command
+// spends in its backend, the rest being the front end's.
 type timedBackend struct {
 	ata.Backend
 	t time.Duration
@@ -155,6 +161,10 @@ const blockOps = 24
 
 // warmOps is how many of a block's first commands are not kept.
 const warmOps = 4
+
+// depthOps is how many blocks per request in flight each run of the bare
+// client at the read-ahead's depth moves.
+const depthOps = 24
 
 // bareOp moves block blk with the backend's own ReadAt or WriteAt, in
 // requests of chunk bytes, and returns the time the requests took. A
@@ -182,18 +192,87 @@ func (b *bench) bareOp(be ata.Backend, dk *disk, blk uint64, write bool, chunk i
 			return 0, fmt.Errorf("at byte %d: %w", off+int64(p), err)
 		}
 	}
-	return time.Since(t0), nil
+	d := time.Since(t0)
+	if !write {
+		// Checked after the clock stops, as the host checks the bridge's
+		// reads: the data are right, and the caches hold what they hold
+		// in the bridge when its next request goes out.
+		if err := dk.pat.verify(b.buf, blk, dk.gens[blk]); err != nil {
+			return 0, fmt.Errorf("bare NBD client: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// bareDepth moves ops consecutive blocks from blk with the NBD client, b.ahead
+// requests in flight at once from this goroutine, as the bridge's
+// read-ahead and write-behind keep them (nbd.Client.StartRead,
+// StartWrite), and returns the time per block. Like the host, it fills a
+// block before writing it and verifies a block it has read.
+func (b *bench) bareDepth(c *nbd.Client, dk *disk, blk uint64, write bool, ops int) (time.Duration, error) {
+	ctx := context.Background()
+	nblk := uint64(len(dk.gens))
+	depth := b.ahead
+	calls := b.calls[:depth]
+	t0 := time.Now()
+	start := func(i int) error {
+		k := (blk + uint64(i)) % nblk
+		buf := b.bufs[i%depth]
+		var err error
+		if write {
+			dk.pat.fill(buf, k, dk.gens[k])
+			calls[i%depth], err = c.StartWrite(ctx, buf, int64(k)*int64(b.bs), 0)
+		} else {
+			calls[i%depth], err = c.StartRead(ctx, buf, int64(k)*int64(b.bs), 0)
+		}
+		return err
+	}
+	var err error
+	started := 0
+	for started < min(depth, ops) && err == nil {
+		if err = start(started); err == nil {
+			started++
+		}
+	}
+	// Wait for each block in turn and start the one depth blocks on; after
+	// an error, only drain what is in flight.
+	for i := 0; i < started; i++ {
+		werr := calls[i%depth].Wait(ctx)
+		if err != nil {
+			continue
+		}
+		if err = werr; err == nil && !write {
+			k := (blk + uint64(i)) % nblk
+			err = dk.pat.verify(b.bufs[i%depth], k, dk.gens[k])
+		}
+		if err == nil && started < ops {
+			if err = start(started); err == nil {
+				started++
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("near block %d: %w", (blk+uint64(i))%nblk, err)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return time.Since(t0) / time.Duration(ops), nil
 }
 
 // measure builds the table. The nodes and the bridges are measured
 // interleaved, blockOps commands at a time (every variant's front end and
 // bridge, then the bare NBD client in whole commands and in chunks, in
 // turn) for per in each direction (at least minOps commands each), so that
-// whatever else the machine does falls on all of them alike, and each is
-// summarised by its median time per command: on a shared machine the mean
-// mostly measures the neighbours.
+// whatever else the machine does falls on all of them alike. Each block
+// gives a mean time per command (a pipelined bridge's commands alternate
+// between finding their data fetched and waiting for it, so only a mean
+// over several is its rate), and each is summarised by the median of its
+// blocks: on a shared machine the mean of everything mostly measures the
+// neighbours.
 func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog *progress) (*table, error) {
-	t := &table{BlockSize: b.bs, Chunk: min(b.chunk, b.bs), Bare: map[string]model.Rate{}, Request: map[string]model.Cost{}}
+	t := &table{BlockSize: b.bs, Chunk: min(b.chunk, b.bs), Bare: map[string]model.Rate{}, Request: map[string]model.Cost{},
+		Ahead: b.ahead, BareAhead: map[string]model.Rate{}}
 	nv := len(variants)
 	k := int64(b.bs)
 	chunk := min(b.chunk, b.bs)
@@ -202,7 +281,7 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 		prog.set("Table 4: %s", dir)
 		front, e2e := make([]durs, nv), make([]durs, nv)
 		verified := make([]int64, nv)
-		var back, backChunk durs
+		var back, backChunk, backAhead durs
 		w := Workload{Name: "table-" + dir, BlockSize: b.bs, ReadPct: 100}
 		if write {
 			w.ReadPct = 0
@@ -212,9 +291,9 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 				l.w, l.b, l.issued = w, budget{ops: 1 << 62}, 0
 			}
 		}
+		nblk := uint64(len(b.remote.gens))
 		deadline := time.Now().Add(per)
 		var blk uint64
-		nblk := uint64(len(b.remote.gens))
 		// Each block's first commands are run but not kept: they pay for
 		// the switch from the block before (a DMA worker still spinning or
 		// just parked, caches holding other data), which the steady state
@@ -229,12 +308,11 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 					out *durs
 					err string
 				}{{b.front[i], &front[i], "front end"}, {b.e2e[i], &e2e[i], "bridge"}} {
+					var sum time.Duration
 					for j := range blockOps {
-						tb := b.frontBE[i]
-						if side.l != b.front[i] {
-							tb = nil
-						}
-						if tb != nil {
+						var tb *timedBackend
+						if side.l == b.front[i] {
+							tb = b.frontBE[i]
 							tb.t = 0
 						}
 						d, err := side.l.step(ctx)
@@ -248,9 +326,10 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 							verified[i]++
 						}
 						if j >= warmOps {
-							*side.out = append(*side.out, d)
+							sum += d
 						}
 					}
+					*side.out = append(*side.out, sum/(blockOps-warmOps))
 				}
 			}
 			for _, c := range []int{b.bs, chunk} {
@@ -258,20 +337,35 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 				if c != b.bs {
 					out = &backChunk
 				}
+				var sum time.Duration
 				for j := range blockOps {
 					d, err := b.bareOp(b.client, b.remote, (blk+uint64(j))%nblk, write, c)
 					if err != nil {
 						return nil, fmt.Errorf("bare NBD client: %w", err)
 					}
 					if j >= warmOps {
-						*out = append(*out, d)
+						sum += d
 					}
+				}
+				*out = append(*out, sum/(blockOps-warmOps))
+			}
+			// The bare client with the read-ahead's depth in flight, in
+			// runs long enough that filling and draining the pipeline
+			// (depth-1 requests' worth) is a small part of each.
+			for j := range 2 {
+				d, err := b.bareDepth(b.client, b.remote, blk, write, depthOps*b.ahead)
+				if err != nil {
+					return nil, fmt.Errorf("bare NBD client, %d in flight: %w", b.ahead, err)
+				}
+				if j > 0 {
+					backAhead = append(backAhead, d)
 				}
 			}
 			blk = (blk + blockOps) % nblk
 		}
 		rate := func(d time.Duration) model.Rate { return model.RateOf(k, d) }
 		t.Bare[dir] = rate(back.median())
+		t.BareAhead[dir] = rate(backAhead.median())
 		if chunk < b.bs {
 			n := int64(b.bs / chunk)
 			fit, err := model.FitCost([]model.Sample{
@@ -282,11 +376,14 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 				t.Request[dir] = fit.Cost
 			}
 		}
-		t.Commands = len(back)
+		t.Commands = len(back) * (blockOps - warmOps)
 		var prev model.Rate
 		for i, v := range variants {
 			bk := back.median()
-			if v.Pipelined && !v.Ahead {
+			switch {
+			case v.Ahead:
+				bk = backAhead.median()
+			case v.Pipelined:
 				bk = backChunk.median()
 			}
 			fr := front[i].median()
