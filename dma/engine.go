@@ -163,9 +163,12 @@ type Config struct {
 	// it there after it has parked costs a cross-core wake-up: about 10 us
 	// on a 2-vCPU virtual machine, where a 64 KiB copy takes about 2 us, so
 	// on such a machine a transfer the size of an ATA command is faster
-	// inline (and leaves the other core to the program's I/O). 0 means
-	// every Streaming transfer overlaps on the worker. With Timing, the
-	// modelled time is the same either way: it models the hardware.
+	// inline (and leaves the other core to the program's I/O). An inline
+	// transfer from an AsyncReaderAt or to an AsyncWriterAt still overlaps
+	// the two sides: the device's requests stay in flight while the host
+	// side moves the chunks before them. 0 means every Streaming transfer
+	// overlaps on the worker. With Timing, the modelled time is the same
+	// either way: it models the hardware.
 	InlineMax int64
 }
 
@@ -241,18 +244,19 @@ type Stats struct {
 // WriteAt are called from the calling goroutine (producer side) or the
 // worker (consumer side), never concurrently with themselves.
 type Engine struct {
-	mode   Mode
-	chunk  int
-	tap    io.Writer
-	ctap   CopyTap // tap, when it can copy
-	clock  Clock
-	timing *Timing
-	spin   time.Duration // < 0: park at once
-	inline int64         // Config.InlineMax
-	f      *fifo.FIFO
-	ctx    context.Context
-	sg     SGList
-	prd    []PRD
+	mode    Mode
+	chunk   int
+	tap     io.Writer
+	ctap    CopyTap // tap, when it can copy
+	clock   Clock
+	timing  *Timing
+	spin    time.Duration // < 0: park at once
+	inline  int64         // Config.InlineMax
+	pending []int         // writeBehind's writes in flight, kept to reuse
+	f       *fifo.FIFO
+	ctx     context.Context
+	sg      SGList
+	prd     []PRD
 
 	mu     sync.Mutex // held for a transfer
 	closed atomic.Bool
@@ -333,17 +337,18 @@ func New(c Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	e := &Engine{
-		mode:   c.Mode,
-		chunk:  c.ChunkSectors,
-		tap:    c.Tap,
-		clock:  c.Clock,
-		timing: c.Timing,
-		spin:   c.Spin,
-		inline: c.InlineMax,
-		f:      f,
-		ctx:    context.Background(),
-		start:  newEvent(),
-		done:   newEvent(),
+		mode:    c.Mode,
+		chunk:   c.ChunkSectors,
+		tap:     c.Tap,
+		clock:   c.Clock,
+		timing:  c.Timing,
+		spin:    c.Spin,
+		inline:  c.InlineMax,
+		pending: make([]int, 0, c.FIFOBlocks/c.ChunkSectors+1),
+		f:       f,
+		ctx:     context.Background(),
+		start:   newEvent(),
+		done:    newEvent(),
 	}
 	if ct, ok := c.Tap.(CopyTap); ok {
 		e.ctap = ct
@@ -570,6 +575,12 @@ func (e *Engine) streamInline(prod *side) error {
 		prod.t += e.timing.Interrupt + e.timing.Software
 		e.cons.t = prod.t
 	}
+	if ar, ok := e.src.(AsyncReaderAt); ok && e.dir == ToHost {
+		return e.readAhead(prod, ar)
+	}
+	if aw, ok := e.dst.(AsyncWriterAt); ok && e.dir == ToDevice {
+		return e.writeBehind(prod, aw)
+	}
 	cons := &e.cons
 	for cons.pos < e.n {
 		if prod.pos < e.n {
@@ -588,6 +599,136 @@ func (e *Engine) streamInline(prod *side) error {
 		}
 		if e.prodErr != nil {
 			return e.prodErr
+		}
+	}
+	return nil
+}
+
+// readAhead is streamInline from a device that keeps reads in flight. In
+// rounds of as many sectors as the FIFO has room for in one piece, it
+// starts the read of every chunk of the round into the FIFO, then waits for
+// each in order, commits it and moves it to the host while the later ones
+// are still on their way.
+func (e *Engine) readAhead(prod *side, ar AsyncReaderAt) error {
+	cons := &e.cons
+	chunk := e.chunk * SectorSize
+	for prod.pos < e.n {
+		room, err := e.f.ReserveN(e.ctx, int((e.n-prod.pos)/SectorSize))
+		if err != nil {
+			return err
+		}
+		started := 0
+		var startErr error
+		for p := 0; p < len(room); p += chunk {
+			q := min(p+chunk, len(room))
+			if startErr = ar.StartReadAt(room[p:q], e.off+prod.pos+int64(p)); startErr != nil {
+				break
+			}
+			started++
+		}
+		var first error
+		for i := range started {
+			p := i * chunk
+			q := min(p+chunk, len(room))
+			err := ar.WaitRead()
+			if first != nil {
+				continue // drain the reads after a failed one
+			}
+			if err != nil {
+				first = err
+				e.prodErr = fmt.Errorf("dma: device read of %d bytes at %d: %w", q-p, e.off+prod.pos, err)
+				continue
+			}
+			if err := e.produced(prod, (q-p)/SectorSize); err != nil {
+				first = err
+				continue
+			}
+			if err := e.consume(cons, (q-p)/SectorSize); err != nil {
+				first = err
+			}
+		}
+		if e.prodErr != nil {
+			return e.prodErr
+		}
+		if first != nil {
+			return first
+		}
+		if startErr != nil {
+			e.prodErr = fmt.Errorf("dma: device read at %d: %w", e.off+prod.pos, startErr)
+			return e.prodErr
+		}
+	}
+	return nil
+}
+
+// writeBehind is streamInline to a device that keeps writes in flight. In
+// rounds of as many sectors as the FIFO has room for in one piece, it moves
+// each chunk from the host into the FIFO and starts its write, the next
+// chunk's copy overlapping it; at the end of the round it waits for the
+// writes in order and frees their sectors.
+func (e *Engine) writeBehind(prod *side, aw AsyncWriterAt) error {
+	cons := &e.cons
+	for prod.pos < e.n {
+		room, err := e.f.ReserveN(e.ctx, int((e.n-prod.pos)/SectorSize))
+		if err != nil {
+			return err
+		}
+		roomSectors := len(room) / SectorSize
+		started := e.pending[:0] // sectors of each write started, in order
+		var first error
+		for done := 0; done < roomSectors; {
+			k := min(e.chunk, roomSectors-done)
+			if err := e.produce(prod, k); err != nil {
+				first = err
+				break
+			}
+			// The round's sectors are contiguous in the ring: peek them
+			// all and start the write of the ones just committed.
+			buf, err := e.f.PeekN(e.ctx, done+k)
+			if err != nil {
+				first = err
+				break
+			}
+			part := buf[done*SectorSize:]
+			if e.tap != nil && e.ctap == nil {
+				if m, err := e.tap.Write(part); err != nil || m != len(part) {
+					if err == nil {
+						err = io.ErrShortWrite
+					}
+					cons.err = fmt.Errorf("dma: tap: %w", err)
+					first = cons.err
+					break
+				}
+			}
+			if err := aw.StartWriteAt(part, e.off+prod.pos-int64(len(part))); err != nil {
+				cons.err = fmt.Errorf("dma: device write of %d bytes at %d: %w", len(part), e.off+prod.pos-int64(len(part)), err)
+				first = cons.err
+				break
+			}
+			started = append(started, k)
+			done += k
+		}
+		// The writes started are waited for in order; the first that
+		// failed is the transfer's error (it comes before whatever stopped
+		// the round from starting more), the ones before it are moved.
+		var werr error
+		for _, k := range started {
+			err := aw.WaitWrite()
+			switch {
+			case werr != nil:
+			case err != nil:
+				cons.err = fmt.Errorf("dma: device write of %d bytes at %d: %w", k*SectorSize, e.off+cons.pos, err)
+				werr = cons.err
+			default:
+				werr = e.consumed(cons, k)
+			}
+		}
+		e.pending = started[:0]
+		if werr != nil {
+			return werr
+		}
+		if first != nil {
+			return first
 		}
 	}
 	return nil
@@ -686,6 +827,12 @@ func (e *Engine) produce(s *side, k int) error {
 		s.cur.copyOut(&e.sg, buf, e.ctap)
 		s.copied += int64(len(buf))
 	}
+	return e.produced(s, nb)
+}
+
+// produced accounts for nb sectors the producer has filled at the front of
+// its reservation and commits them.
+func (e *Engine) produced(s *side, nb int) error {
 	if t := e.timing; t != nil {
 		per := e.sectorCost(t, e.dir == ToHost)
 		c := int64(e.f.Cap())
@@ -696,7 +843,7 @@ func (e *Engine) produce(s *side, k int) error {
 		}
 	}
 	s.steps++
-	s.pos += int64(len(buf))
+	s.pos += int64(nb) * SectorSize
 	s.block += int64(nb)
 	return e.f.Commit(nb)
 }
@@ -751,6 +898,12 @@ func (e *Engine) consume(s *side, k int) error {
 			return s.err
 		}
 	}
+	return e.consumed(s, nb)
+}
+
+// consumed accounts for the first nb sectors of the consumer's peek, moved
+// out, and releases them.
+func (e *Engine) consumed(s *side, nb int) error {
 	if t := e.timing; t != nil {
 		per := e.sectorCost(t, e.dir == ToDevice)
 		c := int64(e.f.Cap())
@@ -760,7 +913,7 @@ func (e *Engine) consume(s *side, k int) error {
 			e.free[slot] = s.t
 		}
 	}
-	s.pos += int64(len(buf))
+	s.pos += int64(nb) * SectorSize
 	s.block += int64(nb)
 	return e.f.Release(nb)
 }

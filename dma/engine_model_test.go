@@ -15,6 +15,9 @@ import (
 type engineModel struct {
 	mode       Mode
 	inlineMax  int64
+	fifo       int  // FIFOBlocks
+	chunk      int  // ChunkSectors, capped at fifo
+	async      bool // the device keeps requests in flight
 	regions    [][]byte // the engine's host memory (the real slices)
 	host       []byte   // what they should hold, concatenated
 	device     []byte   // what the device should hold
@@ -51,6 +54,8 @@ func newEngineMachine(t *rapid.T) *engineMachine {
 	}
 	s.e = mustEngine(t, cfg)
 	s.m.mode, s.m.inlineMax = cfg.Mode, cfg.InlineMax
+	s.m.fifo, s.m.chunk = cfg.FIFOBlocks, min(cfg.ChunkSectors, cfg.FIFOBlocks)
+	s.m.async = rapid.Bool().Draw(t, "async")
 	s.m.device = pattern(modelDevice, 11)
 	s.dev = newDev(append([]byte(nil), s.m.device...))
 	return s
@@ -114,10 +119,17 @@ func (s *engineMachine) transfer(t *rapid.T, read bool) {
 	lastBefore := s.e.Last()
 
 	var err error
+	var dev interface {
+		io.ReaderAt
+		io.WriterAt
+	} = s.dev
+	if s.m.async {
+		dev = &asyncDev{memDev: s.dev}
+	}
 	if read {
-		err = s.e.DeviceToHost(s.dev, off, n)
+		err = s.e.DeviceToHost(dev, off, n)
 	} else {
-		err = s.e.HostToDevice(s.dev, off, n)
+		err = s.e.HostToDevice(dev, off, n)
 	}
 	if want := s.precheck(off, n); want != nil {
 		if !errors.Is(err, want) {
@@ -138,6 +150,16 @@ func (s *engineMachine) transfer(t *rapid.T, read bool) {
 	}
 	if read && off+moved > modelDevice {
 		moved, wantErr = max(0, (modelDevice-off)/SectorSize*SectorSize), io.ErrUnexpectedEOF
+	}
+	inline := s.m.mode == Streaming && n <= s.m.inlineMax
+	if inline && s.m.async && wantErr != nil {
+		// The request in flight that failed is dropped whole: what
+		// reached the host (or was counted as written) ends where its
+		// chunk starts. Chunks are cut from rounds of a FIFO's worth of
+		// sectors, the ring starting empty at each transfer.
+		sec := int(moved / SectorSize)
+		round := sec / s.m.fifo * s.m.fifo
+		moved = int64(round+(sec-round)/s.m.chunk*s.m.chunk) * SectorSize
 	}
 	if wantErr == nil && err != nil || wantErr != nil && !errors.Is(err, wantErr) {
 		t.Fatalf("transfer(read=%v, %d, %d, fail at %d) = %v, want %v", read, off, n, fail, err, wantErr)
@@ -176,7 +198,6 @@ func (s *engineMachine) transfer(t *rapid.T, read bool) {
 	// A failed write may have copied sectors into the FIFO that never
 	// reached the device.
 	copiedOK := tr.CopiedBytes == moved || (wantErr != nil && !read && tr.CopiedBytes > moved && tr.CopiedBytes <= n)
-	inline := s.m.mode == Streaming && n <= s.m.inlineMax
 	if tr.Bytes != moved || tr.Interrupts != ints || tr.Completions != 1 || !copiedOK ||
 		tr.Offset != off || tr.Sectors != n/SectorSize || !errors.Is(tr.Err, wantErr) || tr.Inline != inline {
 		t.Fatalf("Last() = %+v; want %d bytes moved, %d interrupts, error %v", tr, moved, ints, wantErr)

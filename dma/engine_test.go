@@ -210,7 +210,14 @@ func TestTransfers(t *testing.T) {
 			e.SetRegions(regions...)
 			device := pattern(int(off+n)+rapid.IntRange(0, 700).Draw(t, "tail"), 7)
 			devBefore := append([]byte(nil), device...)
-			dev := newDev(device)
+			mdev := newDev(device)
+			var dev interface {
+				io.ReaderAt
+				io.WriterAt
+			} = mdev
+			if rapid.Bool().Draw(t, "async") {
+				dev = &asyncDev{memDev: mdev}
+			}
 			tapped = tapped[:0]
 			var moved []byte
 			if rapid.Bool().Draw(t, "read") {
@@ -761,5 +768,119 @@ func TestInlineModelledTime(t *testing.T) {
 				t.Errorf("read=%v: inline transfer moved other data", read)
 			}
 		}
+	}
+}
+
+// asyncDev is a memDev that keeps reads and writes in flight
+// (AsyncReaderAt, AsyncWriterAt). A request does its I/O only when it is
+// waited for, so an engine that used a read's data, or reused a write's
+// buffer, before waiting would move the wrong bytes. Once a request fails,
+// the ones in flight after it fail too without touching the device, like
+// requests behind a failed one on a dead connection; the next request
+// started with none in flight starts afresh.
+type asyncDev struct {
+	*memDev
+	q      []asyncReq
+	failed bool
+}
+
+type asyncReq struct {
+	write bool
+	p     []byte
+	off   int64
+}
+
+func (d *asyncDev) start(write bool, p []byte, off int64) error {
+	if len(d.q) == 0 {
+		d.failed = false
+	}
+	d.q = append(d.q, asyncReq{write, p, off})
+	return nil
+}
+
+func (d *asyncDev) StartReadAt(p []byte, off int64) error  { return d.start(false, p, off) }
+func (d *asyncDev) StartWriteAt(p []byte, off int64) error { return d.start(true, p, off) }
+func (d *asyncDev) WaitRead() error                        { return d.wait(false) }
+func (d *asyncDev) WaitWrite() error                       { return d.wait(true) }
+
+func (d *asyncDev) wait(write bool) error {
+	if len(d.q) == 0 || d.q[0].write != write {
+		panic("asyncDev: wait without a matching request in flight")
+	}
+	r := d.q[0]
+	d.q = d.q[1:]
+	if d.failed {
+		return errors.New("asyncDev: a request before this one failed")
+	}
+	var m int
+	var err error
+	if r.write {
+		m, err = d.memDev.WriteAt(r.p, r.off)
+	} else {
+		m, err = d.memDev.ReadAt(r.p, r.off)
+		if m == len(r.p) {
+			err = nil
+		} else if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	if err != nil {
+		d.failed = true
+	}
+	return err
+}
+
+// refusingDev is an asyncDev that refuses to start its second request.
+type refusingDev struct {
+	asyncDev
+	starts int
+}
+
+var errRefused = errors.New("refused")
+
+func (d *refusingDev) StartReadAt(p []byte, off int64) error {
+	if d.starts++; d.starts == 2 {
+		return errRefused
+	}
+	return d.asyncDev.StartReadAt(p, off)
+}
+
+func (d *refusingDev) StartWriteAt(p []byte, off int64) error {
+	if d.starts++; d.starts == 2 {
+		return errRefused
+	}
+	return d.asyncDev.StartWriteAt(p, off)
+}
+
+// TestAsyncStartError: a device that cannot start a request fails the
+// transfer after the chunks before it have moved (and been waited for), in
+// both directions.
+func TestAsyncStartError(t *testing.T) {
+	const n = 8 * SectorSize
+	for _, read := range []bool{true, false} {
+		e := mustEngine(t, Config{FIFOBlocks: 8, ChunkSectors: 2, InlineMax: n})
+		host := pattern(n, 1)
+		e.SetRegions(host)
+		dev := &refusingDev{asyncDev: asyncDev{memDev: newDev(pattern(n, 2))}}
+		var err error
+		if read {
+			err = e.DeviceToHost(dev, 0, n)
+		} else {
+			err = e.HostToDevice(dev, 0, n)
+		}
+		if !errors.Is(err, errRefused) {
+			t.Errorf("read=%v: %v, want the refusal", read, err)
+		}
+		if len(dev.q) != 0 {
+			t.Errorf("read=%v: %d requests left in flight", read, len(dev.q))
+		}
+		if got := e.Last().Bytes; got != 2*SectorSize {
+			t.Errorf("read=%v: %d bytes moved, want the first chunk's %d", read, got, 2*SectorSize)
+		}
+		// The engine is still usable.
+		if err := e.DeviceToHost(newDev(pattern(n, 3)), 0, n); err != nil || !bytes.Equal(host, pattern(n, 3)) {
+			t.Errorf("read=%v: the next transfer: %v", read, err)
+		}
+		e.Close()
 	}
 }
