@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"github.com/nhdkit/nhd/ata"
 	"github.com/nhdkit/nhd/checksum"
 	"github.com/nhdkit/nhd/dma"
+	"github.com/nhdkit/nhd/nbd"
 )
 
 // A variant is one datapath of the bridge: the four choices the paper's
@@ -136,16 +138,25 @@ func newDrive(v variant, be ata.Backend, sectors uint64, bs int, tu tuning) (*dr
 		cfg = dma.Config{Mode: dma.Streaming, FIFOBlocks: bs / dma.SectorSize, ChunkSectors: bs / dma.SectorSize}
 	default:
 		// Pipelined: NBD requests of chunk bytes straight into the FIFO,
-		// each overlapped with the DMA of the one before.
-		cfg = dma.Config{Mode: dma.Streaming, FIFOBlocks: bs / dma.SectorSize, ChunkSectors: max(1, min(bs, chunk)/dma.SectorSize)}
+		// each overlapped with the DMA of the one before. The FIFO holds
+		// the command, or as many chunks as may be in flight at once.
+		c := max(1, min(bs, chunk)/dma.SectorSize)
+		cfg = dma.Config{Mode: dma.Streaming, FIFOBlocks: min(bs/dma.SectorSize, maxAhead*c), ChunkSectors: c}
 	}
 	cfg.Spin = tu.Spin
-	if v.Streaming && (!v.Pipelined || v.Ahead) && !tu.Overlap {
-		// Nothing to overlap the DMA with but the DMA itself: a 64 KiB copy
-		// (about 2 us) is cheaper than waking the engine's worker on the
-		// other core (about 10 us on a 2-vCPU VM), and the hand-off slowed
-		// the NBD request after it by as much again (README).
+	if v.Streaming && !tu.Overlap {
+		// On the drive's goroutine: a 64 KiB copy (about 2 us) costs less
+		// than waking the engine's worker on the other core (about 10 us
+		// on a 2-vCPU VM), and the hand-off slowed the NBD request after
+		// it by as much again (README). Pipelined in chunks, the NBD
+		// client keeps the chunks' requests in flight while the engine
+		// moves the ones before them (dma.AsyncReaderAt).
 		cfg.InlineMax = int64(bs)
+		if v.Pipelined && !v.Ahead {
+			if st, ok := be.(starter); ok {
+				d.path.async = newAsyncBackend(st, cfg.FIFOBlocks/cfg.ChunkSectors)
+			}
+		}
 	}
 	if v.InFlight {
 		cfg.Tap = &d.path.sum
@@ -246,10 +257,11 @@ type dmaPath struct {
 	d     *drive
 	eng   *dma.Engine
 	sum   checksum.Checksummer
-	stage []byte // the bridge's buffer, for variants that copy
-	st    staged // stage at the offsets of the current command
-	ahead *ahead // read-ahead and write-behind, for the variant that has them
-	last  uint16 // the checksum of the last data phase
+	stage []byte        // the bridge's buffer, for variants that copy
+	st    staged        // stage at the offsets of the current command
+	ahead *ahead        // read-ahead and write-behind, for the variant that has them
+	async *asyncBackend // the NBD client keeping chunks in flight, for the variant pipelined in chunks
+	last  uint16        // the checksum of the last data phase
 }
 
 // hostMem returns the first n bytes of the command's host memory, the one
@@ -271,6 +283,9 @@ func (p *dmaPath) DeviceToHost(src io.ReaderAt, off, n int64) error {
 		return nil
 	}
 	if p.stage == nil {
+		if a := p.async; a != nil {
+			a.ReaderAt, src = src, a
+		}
 		if err := p.eng.DeviceToHost(src, off, n); err != nil {
 			return err
 		}
@@ -311,6 +326,9 @@ func (p *dmaPath) HostToDevice(dst io.WriterAt, off, n int64) error {
 		return nil
 	}
 	if p.stage == nil {
+		if a := p.async; a != nil {
+			a.WriterAt, dst = dst, a
+		}
 		if err := p.eng.HostToDevice(dst, off, n); err != nil {
 			return err
 		}
@@ -367,3 +385,54 @@ func (s *staged) ReadAt(p []byte, off int64) (int, error) {
 func (s *staged) WriteAt(p []byte, off int64) (int, error) {
 	return copy(s.b[off-s.base:], p), nil
 }
+
+// asyncBackend is the drive's back end as the DMA engine sees it in the
+// variant pipelined in chunks: a device that keeps requests in flight
+// (dma.AsyncReaderAt, dma.AsyncWriterAt) through the NBD client's
+// StartRead and StartWrite, from the drive's goroutine. ReaderAt and
+// WriterAt are the device's own view of the back end, for the engine's
+// plain calls.
+type asyncBackend struct {
+	io.ReaderAt
+	io.WriterAt
+	st      starter
+	calls   []nbd.Call // a ring of the requests in flight, oldest at head
+	head, n int
+}
+
+func newAsyncBackend(st starter, depth int) *asyncBackend {
+	return &asyncBackend{st: st, calls: make([]nbd.Call, max(depth, 1))}
+}
+
+func (a *asyncBackend) push(c nbd.Call, err error) error {
+	if err != nil {
+		return err
+	}
+	if a.n == len(a.calls) {
+		// The engine starts no more than its FIFO holds chunks, and the
+		// ring is that long.
+		panic("nhd: more NBD requests in flight than the drive's FIFO holds chunks")
+	}
+	a.calls[(a.head+a.n)%len(a.calls)] = c
+	a.n++
+	return nil
+}
+
+func (a *asyncBackend) pop() error {
+	c := a.calls[a.head]
+	a.calls[a.head] = nbd.Call{}
+	a.head = (a.head + 1) % len(a.calls)
+	a.n--
+	return c.Wait(context.Background())
+}
+
+func (a *asyncBackend) StartReadAt(p []byte, off int64) error {
+	return a.push(a.st.StartRead(context.Background(), p, off, 0))
+}
+
+func (a *asyncBackend) StartWriteAt(p []byte, off int64) error {
+	return a.push(a.st.StartWrite(context.Background(), p, off, 0))
+}
+
+func (a *asyncBackend) WaitRead() error  { return a.pop() }
+func (a *asyncBackend) WaitWrite() error { return a.pop() }

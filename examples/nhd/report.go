@@ -159,8 +159,8 @@ func (t *table) writeText(w io.Writer) {
 				}
 			}
 			hide := front.Seconds(int64(t.BlockSize)) * float64(n-1) / float64(n)
-			fmt.Fprintf(w, "%s: pipelining in %s chunks makes %d NBD requests of one: %d more at %.1f us each (fitted) to hide at most %.1f us of front end\n",
-				dir, sizeText(int64(t.Chunk)), n, n-1, c.Fixed*1e6, hide*1e6)
+			fmt.Fprintf(w, "%s: pipelining in %s chunks makes %d NBD requests of one, in flight together: each more costs %.1f us (fitted), to hide at most %.1f us of front end\n",
+				dir, sizeText(int64(t.Chunk)), n, c.Fixed*1e6, hide*1e6)
 		}
 	}
 	var b strings.Builder

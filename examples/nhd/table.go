@@ -43,7 +43,8 @@ type table struct {
 	Ahead     int                   `json:"ahead"`
 	BareAhead map[string]model.Rate `json:"bare_nbd_ahead_Bps"`
 	// Request is the NBD back end's cost per request, fitted (model.FitCost)
-	// to the bare client's times for whole commands and for chunks, per
+	// to the bare client's times for whole commands and for chunks (those
+	// of a command in flight together, as the bridge makes them), per
 	// direction: what pipelining in chunks pays once per extra request.
 	Request map[string]model.Cost `json:"nbd_request_cost"`
 }
@@ -81,9 +82,10 @@ type bench struct {
 	// is the NBD client's.
 	frontBE []*timedBackend
 	buf     []byte
-	ahead   int        // requests in flight for the variant pipelined across commands
-	bufs    [][]byte   // one per request in flight, for the bare client at that depth
-	calls   []nbd.Call // the bare client's requests in flight
+	ahead   int           // requests in flight for the variant pipelined across commands
+	async   *asyncBackend // the bare client keeping a command's chunks in flight, as the bridge does
+	bufs    [][]byte      // one per request in flight, for the bare client at that depth
+	calls   []nbd.Call    // the bare client's requests in flight
 }
 
 func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs int, tu tuning, seed uint64, sectors uint64) (*bench, error) {
@@ -94,6 +96,9 @@ func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs int, tu 
 		b.bufs = append(b.bufs, make([]byte, bs))
 	}
 	b.calls = make([]nbd.Call, b.ahead)
+	if !tu.Overlap {
+		b.async = newAsyncBackend(client, max(1, bs/max(1, min(chunk, bs))))
+	}
 	// The front end's memory disk is small enough to stay in the cache.
 	// Its calls (one cached copy per command, 2.5-3.5 us per 64 KiB) are
 	// timed and taken out of the front end's time: in the bridge the NBD
@@ -176,7 +181,32 @@ func (b *bench) bareOp(be ata.Backend, dk *disk, blk uint64, write bool, chunk i
 		dk.pat.fill(b.buf, blk, dk.gens[blk])
 	}
 	t0 := time.Now()
-	for p := 0; p < b.bs; p += chunk {
+	if chunk < b.bs && b.async != nil {
+		// As the bridge pipelined in chunks makes them: every chunk's
+		// request in flight at once (up to as many as it keeps).
+		a := b.async
+		for p := 0; p < b.bs; {
+			var err error
+			started := p
+			for ; p < b.bs && a.n < len(a.calls) && err == nil; p += chunk {
+				q := min(p+chunk, b.bs)
+				if write {
+					err = a.StartWriteAt(b.buf[p:q], off+int64(p))
+				} else {
+					err = a.StartReadAt(b.buf[p:q], off+int64(p))
+				}
+			}
+			for a.n > 0 {
+				if werr := a.pop(); err == nil {
+					err = werr
+				}
+			}
+			if err != nil {
+				return 0, fmt.Errorf("in bytes %d to %d: %w", off+int64(started), off+int64(p), err)
+			}
+		}
+	}
+	for p := 0; p < b.bs && (chunk == b.bs || b.async == nil); p += chunk {
 		q := min(p+chunk, b.bs)
 		var err error
 		if write {
