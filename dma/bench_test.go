@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"net"
 	"path/filepath"
 	"testing"
@@ -165,11 +166,18 @@ func (d *sockDev) ReadAt(p []byte, off int64) (int, error) {
 // zero-copy datapath makes) to and from a sockDev. On a machine with few
 // cores a long spin slows the backend's goroutines; park (-1) pays a
 // goroutine wake-up per hand-off instead.
+//
+// "inline" runs the transfer on the caller's goroutine (Config.InlineMax):
+// no worker, so no spin and no wake-up.
 func BenchmarkSpin(b *testing.B) {
 	const n = 64 << 10
-	for _, spin := range []time.Duration{-1, time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond, 20 * time.Microsecond, 50 * time.Microsecond} {
+	const inline = time.Duration(math.MinInt64)
+	for _, spin := range []time.Duration{inline, -1, time.Microsecond, 2 * time.Microsecond, 5 * time.Microsecond, 20 * time.Microsecond, 50 * time.Microsecond} {
 		name := "park"
-		if spin > 0 {
+		switch {
+		case spin == inline:
+			name = "inline"
+		case spin > 0:
 			name = spin.String()
 		}
 		for _, dir := range []Direction{ToHost, ToDevice} {
@@ -206,7 +214,11 @@ func BenchmarkSpin(b *testing.B) {
 				}
 				defer c.Close()
 				dev := &sockDev{c: c}
-				e, err := New(Config{FIFOBlocks: n / SectorSize, ChunkSectors: n / SectorSize, Spin: spin})
+				cfg := Config{FIFOBlocks: n / SectorSize, ChunkSectors: n / SectorSize, Spin: spin}
+				if spin == inline {
+					cfg.Spin, cfg.InlineMax = 0, n
+				}
+				e, err := New(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
