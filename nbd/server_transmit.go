@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -30,6 +31,11 @@ const serverInlineBudget = int64(50 * time.Microsecond)
 
 // serverMaxMessage bounds the message of an error chunk.
 const serverMaxMessage = 128
+
+// serverMaxHeld bounds the replies of requests the reader served itself
+// that it holds back while the client is still sending, so the replies
+// of a burst leave in one writev.
+const serverMaxHeld = 4
 
 // serverSlot is one request in flight and everything it needs: its header,
 // its buffer (payload in, reply out) and scratch space. A connection owns
@@ -82,6 +88,83 @@ type serverTransmitState struct {
 	bufs    [][]byte
 }
 
+// serverSockReader reads a socket with read(2) through its RawConn, so
+// it learns when the next read would block: then, if pending reports
+// replies held back, it returns from the descriptor's read lock, calls
+// flush and tries again before it parks on the network poller. That is
+// where the reader sends the replies of a burst: the client has nothing
+// more to send until it gets them. (flush runs outside the read lock:
+// a write failure closes the connection, and Close waits for the lock.)
+type serverSockReader struct {
+	rc      syscall.RawConn
+	pending func() bool
+	flush   func()
+	try     func(fd uintptr) bool // r.read, bound once
+
+	p       []byte
+	n       int
+	err     error
+	blocked bool
+}
+
+// newServerSockReader returns nil for a connection without a descriptor
+// (TLS, net.Pipe): those flush before every read instead.
+func newServerSockReader(nc net.Conn, pending func() bool, flush func()) *serverSockReader {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	r := &serverSockReader{rc: rc, pending: pending, flush: flush}
+	r.try = r.read
+	return r
+}
+
+func (r *serverSockReader) read(fd uintptr) bool {
+	for {
+		n, err := syscall.Read(int(fd), r.p)
+		switch err {
+		case nil:
+			r.n = n
+			if n == 0 {
+				r.err = io.EOF
+			}
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if r.pending() {
+				r.blocked = true
+				return true
+			}
+			return false // park until readable
+		}
+		r.err = err
+		return true
+	}
+}
+
+func (r *serverSockReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p = p
+	defer func() { r.p = nil }()
+	for {
+		r.n, r.err, r.blocked = 0, nil, false
+		if err := r.rc.Read(r.try); err != nil {
+			return 0, err // closed, or Shutdown's deadline
+		}
+		if !r.blocked {
+			return r.n, r.err
+		}
+		r.flush()
+	}
+}
+
 // transmit serves requests until the client disconnects or the session
 // fails. This goroutine reads requests; MaxInFlight workers serve them.
 func (c *serverConn) transmit() error {
@@ -124,24 +207,34 @@ func (c *serverConn) transmit() error {
 // and hands them to the workers. It returns nil on NBD_CMD_DISC, on a
 // client that hangs up between requests, and when Shutdown stops it.
 //
-// While more requests are already buffered, the reader holds the reply
-// writer ("the pen"): replies finished meanwhile queue up and go out
-// together in one writev when the burst is dispatched. It puts the pen
-// down before anything that may block (a read from the network, waiting
-// for a free slot), so no reply waits on the client or on itself.
+// While the client is still sending, the reader holds the reply writer
+// ("the pen"): replies finished meanwhile, by the workers or by the
+// reader itself, queue up and go out together in one writev. It puts the
+// pen down before anything that may block: a read that finds nothing to
+// read (on a socket, serverSockReader tells; elsewhere before every read
+// not already buffered), waiting for a free slot; and after serving
+// serverMaxHeld requests itself. So no reply waits on the client or on
+// the reader.
 func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot) (err error) {
 	free := ts.free
-	br := bufio.NewReaderSize(c.netc, 64<<10)
 	maxPayload := c.export.maxPayload
 	holding := false
+	held := 0    // requests served by the reader since the pen was taken
 	big := false // the last request was a write that bypassed br
 	release := func() {
+		held = 0
 		if holding {
 			holding = false
 			c.releasePen(ts)
 		}
 	}
 	defer release()
+	var rd io.Reader = c.netc
+	sock := newServerSockReader(c.netc, func() bool { return holding }, release)
+	if sock != nil {
+		rd = sock
+	}
+	br := bufio.NewReaderSize(rd, 64<<10)
 	for {
 		var s *serverSlot
 		select {
@@ -154,7 +247,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 				return c.ctx.Err()
 			}
 		}
-		if br.Buffered() < RequestSize {
+		if sock == nil && br.Buffered() < RequestSize {
 			release()
 		}
 		var rerr error
@@ -162,7 +255,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 			// After a large write, read the next header alone: through
 			// the buffer, the read would take the next payload with it
 			// and copy it twice.
-			_, rerr = io.ReadFull(c.netc, s.hdr[:])
+			_, rerr = io.ReadFull(rd, s.hdr[:])
 		} else {
 			_, rerr = io.ReadFull(br, s.hdr[:])
 		}
@@ -183,7 +276,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 			return errServerHangUp
 		case CmdWrite:
 			l := s.req.Length
-			if br.Buffered() < int(min(l, serverDiscardLimit)) {
+			if sock == nil && br.Buffered() < int(min(l, serverDiscardLimit)) {
 				release()
 			}
 			if l > maxPayload {
@@ -205,20 +298,26 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 					s.page = new([MemDiskChunkSize]byte)
 				}
 				s.paged = true
-				if err := c.readPayload(br, s.page[:]); err != nil {
+				if err := c.readPayload(br, rd, s.page[:]); err != nil {
 					free <- s
 					return c.readError(err, true)
 				}
 			} else {
 				b := s.grow(serverHeadroom + int(l))
-				if err := c.readPayload(br, b[serverHeadroom:]); err != nil {
+				if err := c.readPayload(br, rd, b[serverHeadroom:]); err != nil {
 					free <- s
 					return c.readError(err, true)
 				}
 			}
 		}
 		if br.Buffered() < RequestSize && c.inline(s, len(free) == cap(free)-1) {
+			if sock != nil && !holding {
+				holding = c.takePen(ts)
+			}
 			c.handle(ts, s)
+			if held++; held >= serverMaxHeld {
+				release()
+			}
 			continue
 		}
 		if !holding {
@@ -261,8 +360,8 @@ func (c *serverConn) releasePen(ts *serverTransmitState) {
 }
 
 // readPayload fills p: first from what br has buffered, then straight
-// from the connection, so a large payload is copied once, not twice.
-func (c *serverConn) readPayload(br *bufio.Reader, p []byte) error {
+// from rd (br's reader), so a large payload is copied once, not twice.
+func (c *serverConn) readPayload(br *bufio.Reader, rd io.Reader, p []byte) error {
 	if len(p) < br.Size()/2 {
 		_, err := io.ReadFull(br, p)
 		return err
@@ -276,7 +375,7 @@ func (c *serverConn) readPayload(br *bufio.Reader, p []byte) error {
 		copy(p, b)
 		br.Discard(n)
 	}
-	_, err := io.ReadFull(c.netc, p[n:])
+	_, err := io.ReadFull(rd, p[n:])
 	return err
 }
 
