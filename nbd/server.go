@@ -104,8 +104,10 @@ type Export struct {
 // buffer (a lone request, or a write into a backend whose writes have been
 // quick, is served by the reading goroutine itself, saving a hand-off);
 // replies go out in completion order, each in one piece: one Write, or one
-// writev with the other replies finished at the same time. In steady
-// state a request allocates nothing.
+// writev with the other replies finished at the same time (on a socket,
+// the replies of a burst are held until the client has nothing more to
+// send, at most a few at a time). In steady state a request allocates
+// nothing.
 // Memory for request buffers is bounded by MaxConns x MaxInFlight x
 // MaxPayload.
 type Server struct {
