@@ -102,7 +102,7 @@ func TestReference(t *testing.T) {
 // assembly paths' block limits.
 func switchLengths() []int {
 	var ls []int
-	for _, p := range []int{genericCopyChunk, 2 * genericCopyChunk, 1 << 20, maxBlock(), 2*maxBlock() + 64} {
+	for _, p := range []int{shortLoopMax, genericCopyChunk, 2 * genericCopyChunk, 1 << 20, maxBlock(), 2*maxBlock() + 64} {
 		for _, d := range []int{-65, -64, -33, -32, -2, -1, 0, 1, 2, 31, 32, 63, 64, 65} {
 			if p+d > 0 {
 				ls = append(ls, p+d)

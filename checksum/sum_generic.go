@@ -90,7 +90,7 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 		a1, c = bits.Add64(a1, t, 0)
 		cnt += c
 	}
-	if m := n &^ 63; m > 0 {
+	if m := n &^ 63; m > shortLoopMax {
 		// Addressed from the last whole round's start by an index that runs
 		// up to 0, so the loop holds no bound in a register.
 		q := unsafe.Add(p, m-64)
@@ -107,6 +107,32 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[56:64]), c)
 			cnt, _ = bits.Add64(cnt, 0, c)
 		}
+	} else if m > 0 {
+		// From the last whole round back to the first, so that the loop's
+		// bound is p itself, which the compiler reloads from b's argument
+		// slot: no frame. One carry chain per round runs over three sums
+		// (3, 3 and 2 words), so each sum waits on at most 3 additions
+		// per round; the chain's last carry goes into cnt.
+		q := unsafe.Add(p, m-64)
+		var a2 uint64
+		for {
+			x := (*[64]byte)(q)
+			a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[0:8]), 0)
+			a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[8:16]), c)
+			a0, c = bits.Add64(a0, binary.LittleEndian.Uint64(x[16:24]), c)
+			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[24:32]), c)
+			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[32:40]), c)
+			a1, c = bits.Add64(a1, binary.LittleEndian.Uint64(x[40:48]), c)
+			a2, c = bits.Add64(a2, binary.LittleEndian.Uint64(x[48:56]), c)
+			a2, c = bits.Add64(a2, binary.LittleEndian.Uint64(x[56:64]), c)
+			cnt, _ = bits.Add64(cnt, 0, c)
+			if q == p {
+				break
+			}
+			q = unsafe.Add(q, -64)
+		}
+		a0, c = bits.Add64(a0, a2, 0)
+		cnt, _ = bits.Add64(cnt, 0, c)
 	}
 	// a0 + a1 + cnt with its two carries: the last "+ c" cannot wrap (that
 	// would need a0 + a1 >= 2^65 - 1).
@@ -114,6 +140,12 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 	a0, c = bits.Add64(a0, cnt, c)
 	return finish(a0 + c)
 }
+
+// shortLoopMax is the largest whole-round length checksumGeneric sums with its
+// short-buffer loop (one carry chain over three sums, run backward); longer
+// buffers take the two-chain loop, which measured 5% faster from 16 KiB and
+// 3% to 5% slower at 1500 bytes.
+const shortLoopMax = 8 << 10
 
 // genericCopyChunk is how much copyChecksumGeneric copies before it sums
 // what it copied: small enough that the copied chunk is still in the L2 cache
