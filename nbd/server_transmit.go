@@ -207,14 +207,15 @@ func (c *serverConn) transmit() error {
 // and hands them to the workers. It returns nil on NBD_CMD_DISC, on a
 // client that hangs up between requests, and when Shutdown stops it.
 //
-// While the client is still sending, the reader holds the reply writer
-// ("the pen"): replies finished meanwhile, by the workers or by the
-// reader itself, queue up and go out together in one writev. It puts the
-// pen down before anything that may block: a read that finds nothing to
-// read (on a socket, serverSockReader tells; elsewhere before every read
-// not already buffered), waiting for a free slot; and after serving
-// serverMaxHeld requests itself. So no reply waits on the client or on
-// the reader.
+// While more requests are already buffered, the reader holds the reply
+// writer ("the pen"): replies finished meanwhile queue up and go out
+// together in one writev when the burst is dispatched. It puts the pen
+// down before anything that may block (a read from the network, waiting
+// for a free slot), so no reply waits on the client or on itself. Large
+// writes on a socket are the exception: the reader serves them itself
+// and holds their replies (and any others) while the client is still
+// sending, until serverSockReader finds nothing to read or serverMaxHeld
+// are held, so they leave in one writev and wake the client once.
 func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot) (err error) {
 	free := ts.free
 	maxPayload := c.export.maxPayload
@@ -247,7 +248,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 				return c.ctx.Err()
 			}
 		}
-		if sock == nil && br.Buffered() < RequestSize {
+		if br.Buffered() < RequestSize && !(sock != nil && big) {
 			release()
 		}
 		var rerr error
@@ -276,7 +277,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 			return errServerHangUp
 		case CmdWrite:
 			l := s.req.Length
-			if sock == nil && br.Buffered() < int(min(l, serverDiscardLimit)) {
+			if br.Buffered() < int(min(l, serverDiscardLimit)) && !(sock != nil && big) {
 				release()
 			}
 			if l > maxPayload {
@@ -311,7 +312,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 			}
 		}
 		if br.Buffered() < RequestSize && c.inline(s, len(free) == cap(free)-1) {
-			if sock != nil && !holding {
+			if sock != nil && big && !holding {
 				holding = c.takePen(ts)
 			}
 			c.handle(ts, s)
