@@ -17,11 +17,13 @@ func sumGeneric(b []byte) uint64 { return uint64(bits.ReverseBytes16(checksumGen
 // chain's accumulator (any 64-bit value is safe there: every addition into it
 // has its carry counted).
 //
-// The main loop reads 64 bytes per round into two independent ADD/ADC chains
-// of four words each, the trick of Linux's csum_partial: the CPU renames the
-// carry flag, so the two chains run side by side where one chain would wait on
-// each carry. Each chain's last carry goes into a counter the two share (an
-// ADC of zero), so no carry has to survive the loop's compare. The loads go through
+// Whole 64-byte rounds beyond shortLoopMax go through two independent ADD/ADC
+// chains of four words each, the trick of Linux's csum_partial: the CPU
+// renames the carry flag, so the two chains run side by side where one chain
+// would wait on each carry. Each chain's last carry goes into a counter the
+// two share (an ADC of zero), so no carry has to survive the loop's compare.
+// Up to shortLoopMax one chain per round runs over three sums instead (see
+// there). The loads go through
 // encoding/binary on an array pointer: one unaligned 64-bit load each where the
 // architecture has them, byte loads elsewhere, and no bounds checks.
 func checksumGeneric(b []byte, init uint64) uint16 {
