@@ -29,7 +29,7 @@
 // On amd64 with AVX2 the sums run in assembly selected at init
 // (golang.org/x/sys/cpu), at about the L2 cache's read bandwidth; elsewhere,
 // or built with the purego tag, a pure-Go loop with two independent carry
-// chains runs at about 1.5 to 1.9 times gVisor's (1500 bytes to 64 KiB). The
+// chains runs at about 1.6 to 1.9 times gVisor's (1500 bytes to 64 KiB). The
 // fused copy loads each 32 bytes once, stores them and adds them from the
 // register; from 8 MiB it stores around the cache (runtime.memmove does from
 // 1 MiB), without the second pass over DRAM that copy followed by Checksum
