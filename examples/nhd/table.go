@@ -18,14 +18,18 @@ import (
 type row struct {
 	Variant   variant    `json:"variant"`
 	Dir       string     `json:"direction"`
-	Front     model.Rate `json:"front_Bps"`    // host + ATA + DMA over an in-cache memory disk, the disk's own calls taken out
-	Back      model.Rate `json:"back_Bps"`     // the bare NBD client doing the bridge's requests
-	Model     model.Rate `json:"model_Bps"`    // the cascade model from Front and Back
-	ModelKind string     `json:"model"`        // "series" or "pipelined"
-	Measured  model.Rate `json:"measured_Bps"` // the bridge end to end
-	Error     float64    `json:"model_error"`  // (Model-Measured)/Measured
-	SpeedUp   float64    `json:"speed_up"`     // Measured over the row before's (1 for the first); a pipelined row's over the last series row's
-	Verified  int64      `json:"verified"`     // commands verified end to end
+	Front     model.Rate `json:"front_Bps"` // host + ATA + DMA over an in-cache memory disk, the disk's own calls taken out
+	Back      model.Rate `json:"back_Bps"`  // the bare NBD client doing the bridge's requests
+	Model     model.Rate `json:"model_Bps"` // the cascade model from Front and Back
+	ModelKind string     `json:"model"`     // "series" or "fill"
+	// Bound is, for the row pipelined across commands, the rate of the
+	// slower end alone (Cascade.Pipelined): what the overlap would reach
+	// with a processor for each end.
+	Bound    model.Rate `json:"bound_Bps,omitempty"`
+	Measured model.Rate `json:"measured_Bps"` // the bridge end to end
+	Error    float64    `json:"model_error"`  // (Model-Measured)/Measured
+	SpeedUp  float64    `json:"speed_up"`     // Measured over the row before's (1 for the first); a pipelined row's over the last series row's
+	Verified int64      `json:"verified"`     // commands verified end to end
 }
 
 // table is this machine's Table 4.
@@ -167,10 +171,6 @@ const blockOps = 24
 // warmOps is how many of a block's first commands are not kept.
 const warmOps = 4
 
-// depthOps is how many blocks per request in flight each run of the bare
-// client at the read-ahead's depth moves.
-const depthOps = 24
-
 // bareOp moves block blk with the backend's own ReadAt or WriteAt, in
 // requests of chunk bytes, and returns the time the requests took. A
 // write rewrites the block with the content it already has, so the
@@ -237,9 +237,10 @@ func (b *bench) bareOp(be ata.Backend, dk *disk, blk uint64, write bool, chunk i
 // bareDepth moves ops consecutive blocks from blk with the NBD client, b.ahead
 // requests in flight at once from this goroutine, as the bridge's
 // read-ahead and write-behind keep them (nbd.Client.StartRead,
-// StartWrite), and returns the time per block. Like the host, it fills a
-// block before writing it and verifies a block it has read.
-func (b *bench) bareDepth(c *nbd.Client, dk *disk, blk uint64, write bool, ops int) (time.Duration, error) {
+// StartWrite), and returns the time per block after the first warm (the
+// clock starts once they are done, with the pipeline full). Like the host,
+// it fills a block before writing it and verifies a block it has read.
+func (b *bench) bareDepth(c *nbd.Client, dk *disk, blk uint64, write bool, ops, warm int) (time.Duration, error) {
 	ctx := context.Background()
 	nblk := uint64(len(dk.gens))
 	depth := b.ahead
@@ -283,11 +284,14 @@ func (b *bench) bareDepth(c *nbd.Client, dk *disk, blk uint64, write bool, ops i
 		if err != nil {
 			err = fmt.Errorf("near block %d: %w", (blk+uint64(i))%nblk, err)
 		}
+		if i+1 == warm {
+			t0 = time.Now()
+		}
 	}
 	if err != nil {
 		return 0, err
 	}
-	return time.Since(t0) / time.Duration(ops), nil
+	return time.Since(t0) / time.Duration(ops-warm), nil
 }
 
 // measure builds the table. The nodes and the bridges are measured
@@ -321,9 +325,19 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 				l.w, l.b, l.issued = w, budget{ops: 1 << 62}, 0
 			}
 		}
+		// Every bridge and the bare client in each of its three ways read
+		// (or write) their own part of the disk, each sequentially from
+		// its own start, all moving on alike: a block one of them has just
+		// read would be in the processor's cache for the next, and the
+		// bare client, measured last in a round, would read hot what the
+		// bridges read cold.
 		nblk := uint64(len(b.remote.gens))
+		parts := uint64(nv + 3)
+		for i, l := range b.e2e {
+			l.next = uint64(i) * nblk / parts % l.count
+		}
+		blkWhole, blkChunk, blkDepth := uint64(nv)*nblk/parts, uint64(nv+1)*nblk/parts, uint64(nv+2)*nblk/parts
 		deadline := time.Now().Add(per)
-		var blk uint64
 		// Each block's first commands are run but not kept: they pay for
 		// the switch from the block before (a DMA worker still spinning or
 		// just parked, caches holding other data), which the steady state
@@ -363,13 +377,13 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 				}
 			}
 			for _, c := range []int{b.bs, chunk} {
-				out := &back
+				out, blk := &back, &blkWhole
 				if c != b.bs {
-					out = &backChunk
+					out, blk = &backChunk, &blkChunk
 				}
 				var sum time.Duration
 				for j := range blockOps {
-					d, err := b.bareOp(b.client, b.remote, (blk+uint64(j))%nblk, write, c)
+					d, err := b.bareOp(b.client, b.remote, (*blk+uint64(j))%nblk, write, c)
 					if err != nil {
 						return nil, fmt.Errorf("bare NBD client: %w", err)
 					}
@@ -378,20 +392,16 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 					}
 				}
 				*out = append(*out, sum/(blockOps-warmOps))
+				*blk = (*blk + blockOps) % nblk
 			}
-			// The bare client with the read-ahead's depth in flight, in
-			// runs long enough that filling and draining the pipeline
-			// (depth-1 requests' worth) is a small part of each.
-			for j := range 2 {
-				d, err := b.bareDepth(b.client, b.remote, blk, write, depthOps*b.ahead)
-				if err != nil {
-					return nil, fmt.Errorf("bare NBD client, %d in flight: %w", b.ahead, err)
-				}
-				if j > 0 {
-					backAhead = append(backAhead, d)
-				}
+			// The bare client with the read-ahead's depth in flight, timed
+			// from when the pipeline is full.
+			d, err := b.bareDepth(b.client, b.remote, blkDepth, write, blockOps, max(warmOps, b.ahead))
+			if err != nil {
+				return nil, fmt.Errorf("bare NBD client, %d in flight: %w", b.ahead, err)
 			}
-			blk = (blk + blockOps) % nblk
+			backAhead = append(backAhead, d)
+			blkDepth = (blkDepth + blockOps) % nblk
 		}
 		rate := func(d time.Duration) model.Rate { return model.RateOf(k, d) }
 		t.Bare[dir] = rate(back.median())
@@ -421,9 +431,17 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 			nodes := model.Cascade{model.RateNode("front end", rw.Front), model.RateNode("back end", rw.Back)}
 			switch {
 			case v.Ahead:
-				// Successive commands overlap: the slower end sets the pace.
-				rw.ModelKind = "pipelined"
-				rw.Model = nodes.Pipelined(k)
+				// The back end keeps requests in flight (its node is the bare
+				// client with as many), but the NBD client has no goroutine
+				// of its own: the drive's goroutine sends each request and
+				// reads each reply between its commands, so the front end's
+				// work lengthens the back end's cycle rather than hiding
+				// under it, and the two nodes are in series. With a
+				// processor for each end the slower would set the pace
+				// (Pipelined), which the row keeps as its bound.
+				rw.ModelKind = "series"
+				rw.Model = nodes.Series(k)
+				rw.Bound = nodes.Pipelined(k)
 			case v.Pipelined:
 				// One command streams through both ends in chunks.
 				rw.ModelKind = "fill"
