@@ -69,11 +69,11 @@ func TestDefaultReport(t *testing.T) {
 		`\+ zero-copy ` + num + ` ` + num + ` ` + num + ` series ` + num + ` [-+]` + num + `% x` + num,
 		`\+ checksum in flight ` + num + ` ` + num + ` ` + num + ` series ` + num + ` [-+]` + num + `% x` + num,
 		`\+ pipelined in chunks ` + num + ` ` + num + ` ` + num + ` fill ` + num + ` [-+]` + num + `% x` + num,
-		`\+ pipelined across commands ` + num + ` ` + num + ` ` + num + ` pipelined ` + num + ` [-+]` + num + `% x` + num,
+		`\+ pipelined across commands ` + num + ` ` + num + ` ` + num + ` series ` + num + ` [-+]` + num + `% x` + num,
 		`write store-and-forward ` + num,
-		`read: before -> after \(series\) x` + num + `; pipelined vs series x` + num + ` in chunks, x` + num + ` across commands; the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s`,
+		`read: before -> after \(series\) x` + num + `; pipelined vs series x` + num + ` in chunks, x` + num + ` across commands; the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s one request at a time; across commands, ` + num + `% of its ` + num + ` MB/s with 3 in flight \(the slower end alone, with a processor for each end, would give ` + num + `\)`,
 		`write: before -> after \(series\) x` + num,
-		`read: pipelining in 32 KiB chunks makes 2 NBD requests of one: 1 more at -?` + num + ` us each \(fitted\) to hide at most ` + num + ` us of front end`,
+		`read: pipelining in 32 KiB chunks makes 2 NBD requests of one, in flight together: each more costs -?` + num + ` us \(fitted\), to hide at most ` + num + ` us of front end`,
 		`model error: worst ` + num + `% over 12 rows`,
 	}
 	for _, r := range rows {
