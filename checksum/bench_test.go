@@ -138,3 +138,31 @@ func BenchmarkChecksummer(b *testing.B) {
 		}
 	})
 }
+
+// pairSizes are the sizes at which BenchmarkCopyPair compares CopyAndChecksum
+// with its anchor: the four, and the short lengths around the
+// strategy switches (the word tail, 128 bytes, avx2Min).
+var pairSizes = []int{16, 64, 128, 129, 255, 1500, 64 << 10, 1 << 20}
+
+// BenchmarkCopyPair runs copy() followed by Checksum ("then") and
+// CopyAndChecksum ("fused") side by side at each size, on the same source and
+// destination buffers, each through one //go:noinline wrapper of the same
+// shape, so the two differ only in the code under test and are measured
+// seconds apart.
+func BenchmarkCopyPair(b *testing.B) {
+	for _, n := range pairSizes {
+		src, dst := benchData(n), make([]byte, n)
+		for _, v := range []struct {
+			name string
+			f    func(dst, src []byte) uint16
+		}{{"then", doCopyThenChecksum}, {"fused", doCopyAndChecksum}} {
+			b.Run(fmt.Sprintf("%d/%s", n, v.name), func(b *testing.B) {
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					sink16 = v.f(dst, src)
+				}
+			})
+		}
+	}
+}

@@ -132,20 +132,6 @@ func PseudoHeaderIPv6(src, dst [16]byte, protocol uint8, length uint32) uint16 {
 	return fold32(s)
 }
 
-// CopyAndChecksum copies src into dst and returns Checksum(src, initial),
-// touching each byte once: the checksum is computed as the data moves, which
-// is what a NIC or FPGA with checksum offload does (RFC 1071 section 4's
-// "combined copy and checksum"). dst must be at least as long as src; only
-// dst[:len(src)] is written. dst and src may overlap; the result is then the
-// checksum of the bytes copy(dst, src) leaves in dst[:len(src)].
-//
-// It panics if len(dst) < len(src), rather than silently checksumming less
-// than it was given. It does not allocate and does not retain dst or src.
-func CopyAndChecksum(dst, src []byte, initial uint16) uint16 {
-	// copyChecksum checks the lengths, so that this inlines to one call.
-	return copyChecksum(dst, src, uint64(bits.ReverseBytes16(initial)))
-}
-
 // errShortDst is CopyAndChecksum's panic value.
 const errShortDst = "checksum: CopyAndChecksum: dst shorter than src"
 

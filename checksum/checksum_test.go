@@ -39,7 +39,7 @@ func refFold(s uint64) uint16 {
 
 // impls returns every implementation this machine can run: the pure-Go ones
 // always, and the assembly ones the CPU supports.
-func impls() []impl { return append([]impl{genericImpl}, archImpls()...) }
+func impls() []impl { return append([]impl{genericImpl, shortImpl}, archImpls()...) }
 
 func implChecksum(im impl, b []byte, initial uint16) uint16 {
 	return Combine(initial, finish(im.sum(b)))
@@ -63,7 +63,7 @@ func TestImplementations(t *testing.T) {
 	// The generic paths run everywhere; on an amd64 CPU with AVX2 (and no
 	// purego tag) the assembly must be among them, or the cross-checks below
 	// would quietly stop covering the code that actually runs.
-	want := []string{"generic"}
+	want := []string{"generic", "generic-short"}
 	if runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 && !puregoBuild {
 		want = append(want, "avx2", "avx2-nt")
 	}

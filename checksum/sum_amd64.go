@@ -41,6 +41,29 @@ const (
 	ntMin = 8 << 20
 )
 
+// CopyAndChecksum copies src into dst and returns Checksum(src, initial),
+// touching each byte once: the checksum is computed as the data moves, which
+// is what a NIC or FPGA with checksum offload does (RFC 1071 section 4's
+// "combined copy and checksum"). dst must be at least as long as src; only
+// dst[:len(src)] is written. dst and src may overlap; the result is then the
+// checksum of the bytes copy(dst, src) leaves in dst[:len(src)].
+//
+// It panics if len(dst) < len(src), rather than silently checksumming less
+// than it was given. It does not allocate and does not retain dst or src.
+//
+// (It inlines to one call, through a function value: of copyChecksumShort,
+// copy and the pure-Go sum, below avx2Min, and of copyChecksumLong, the fused
+// AVX2 copy, from there. Two direct calls would exceed the inlining budget,
+// and CopyAndChecksum was then one call level deeper than copy() followed by
+// Checksum, 0.77x to 0.93x as fast at 16 to 129 bytes.)
+func CopyAndChecksum(dst, src []byte, initial uint16) uint16 {
+	f := copyChecksumLong
+	if len(src) < avx2Min {
+		f = copyChecksumShort
+	}
+	return f(dst, src, initial)
+}
+
 func maxBlock() int { return avx2Block }
 
 func sumLE(b []byte) uint64 {

@@ -149,6 +149,10 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 // 3% to 5% slower at 1500 bytes.
 const shortLoopMax = 8 << 10
 
+// copyRegMax is the longest copy copyChecksumShort does through registers;
+// longer ones call memmove (through copy()).
+const copyRegMax = 256
+
 // genericCopyChunk is how much copyChecksumGeneric copies before it sums
 // what it copied: small enough that the copied chunk is still in the L2 cache
 // for the sum, and that memmove never switches to non-temporal stores (it does
@@ -171,9 +175,15 @@ func copyChecksumGeneric(dst, src []byte, init uint64) uint16 {
 		panic(errShortDst)
 	}
 	dst = dst[:len(src)]
-	if len(src) <= genericCopyChunk || overlaps(dst, src) {
+	if overlaps(dst, src) {
 		copy(dst, src)
 		return checksumGeneric(dst, init)
+	}
+	if len(src) <= genericCopyChunk {
+		// src holds the same bytes as dst; the sum's loads then need not
+		// wait for memmove's stores.
+		copy(dst, src)
+		return checksumGeneric(src, init)
 	}
 	s := init
 	for len(src) > 0 {
@@ -221,4 +231,54 @@ func copySumTail(dst, src []byte) uint64 {
 	}
 	s, c = bits.Add64(s, t, 0)
 	return add64(s, cnt+c)
+}
+
+// copyChecksumShort is CopyAndChecksum where the pure-Go sum is the fast
+// path (in the default amd64 build below avx2Min, elsewhere at every length);
+// CopyAndChecksum inlines to one call of it, so that it makes no more calls
+// than copy() followed by Checksum. Up to copyRegMax bytes it copies through
+// registers, without calling memmove: 16 bytes per move (a [16]byte
+// assignment is one MOVUPS load and store on amd64), the last 16 (or 8, 4, 2)
+// bytes by one move that may overlap the one before, as memmove does for
+// short lengths; dst and src do not overlap there (one unsigned compare:
+// dst[:n] and src overlap exactly when -n < d-s < n), so the order of the
+// moves does not matter. The sum then reads src, which holds the same bytes
+// as dst, so that its loads need not wait for the stores. Longer, empty and
+// overlapping buffers go to copyChecksumGeneric.
+func copyChecksumShort(dst, src []byte, initial uint16) uint16 {
+	n := len(src)
+	if len(dst) < n {
+		panic(errShortDst)
+	}
+	init := uint64(bits.ReverseBytes16(initial))
+	d := unsafe.Pointer(unsafe.SliceData(dst))
+	s := unsafe.Pointer(unsafe.SliceData(src))
+	if n > copyRegMax || uintptr(d)-uintptr(s)+uintptr(n-1) < uintptr(2*n-1) {
+		return copyChecksumGeneric(dst, src, init)
+	}
+	switch {
+	case n >= 16:
+		for i := 0; i < n-16; i += 16 {
+			*(*[16]byte)(unsafe.Add(d, i)) = *(*[16]byte)(unsafe.Add(s, i))
+		}
+		*(*[16]byte)(unsafe.Add(d, n-16)) = *(*[16]byte)(unsafe.Add(s, n-16))
+	case n >= 8:
+		*(*[8]byte)(d) = *(*[8]byte)(s)
+		*(*[8]byte)(unsafe.Add(d, n-8)) = *(*[8]byte)(unsafe.Add(s, n-8))
+	case n >= 4:
+		*(*[4]byte)(d) = *(*[4]byte)(s)
+		*(*[4]byte)(unsafe.Add(d, n-4)) = *(*[4]byte)(unsafe.Add(s, n-4))
+	case n >= 2:
+		*(*[2]byte)(d) = *(*[2]byte)(s)
+		*(*[2]byte)(unsafe.Add(d, n-2)) = *(*[2]byte)(unsafe.Add(s, n-2))
+	default:
+		*(*byte)(d) = *(*byte)(s)
+	}
+	return checksumGeneric(src, init)
+}
+
+// copyChecksumLong is CopyAndChecksum with its initial value converted for
+// copyChecksum.
+func copyChecksumLong(dst, src []byte, initial uint16) uint16 {
+	return copyChecksum(dst, src, uint64(bits.ReverseBytes16(initial)))
 }

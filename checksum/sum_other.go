@@ -14,6 +14,22 @@ func checksum(b []byte, init uint64) uint16 { return checksumGeneric(b, init) }
 // partial.
 func copyChecksum(dst, src []byte, init uint64) uint16 { return copyChecksumGeneric(dst, src, init) }
 
+// CopyAndChecksum copies src into dst and returns Checksum(src, initial),
+// touching each byte once: the checksum is computed as the data moves, which
+// is what a NIC or FPGA with checksum offload does (RFC 1071 section 4's
+// "combined copy and checksum"). dst must be at least as long as src; only
+// dst[:len(src)] is written. dst and src may overlap; the result is then the
+// checksum of the bytes copy(dst, src) leaves in dst[:len(src)].
+//
+// It panics if len(dst) < len(src), rather than silently checksumming less
+// than it was given. It does not allocate and does not retain dst or src.
+//
+// (Without an assembly path it inlines to one call of copyChecksumShort, so
+// that it makes no more calls than copy() followed by Checksum.)
+func CopyAndChecksum(dst, src []byte, initial uint16) uint16 {
+	return copyChecksumShort(dst, src, initial)
+}
+
 // archImpls lists the architecture-specific implementations for the tests.
 func archImpls() []impl { return nil }
 
