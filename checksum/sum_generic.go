@@ -257,10 +257,15 @@ func copyChecksumShort(dst, src []byte, initial uint16) uint16 {
 		return copyChecksumGeneric(dst, src, init)
 	}
 	switch {
-	case n >= 16:
-		for i := 0; i < n-16; i += 16 {
+	case n >= 32:
+		for i := 0; i < n-32; i += 32 {
 			*(*[16]byte)(unsafe.Add(d, i)) = *(*[16]byte)(unsafe.Add(s, i))
+			*(*[16]byte)(unsafe.Add(d, i+16)) = *(*[16]byte)(unsafe.Add(s, i+16))
 		}
+		*(*[16]byte)(unsafe.Add(d, n-32)) = *(*[16]byte)(unsafe.Add(s, n-32))
+		*(*[16]byte)(unsafe.Add(d, n-16)) = *(*[16]byte)(unsafe.Add(s, n-16))
+	case n >= 16:
+		*(*[16]byte)(d) = *(*[16]byte)(s)
 		*(*[16]byte)(unsafe.Add(d, n-16)) = *(*[16]byte)(unsafe.Add(s, n-16))
 	case n >= 8:
 		*(*[8]byte)(d) = *(*[8]byte)(s)
