@@ -93,6 +93,7 @@ type serverTransmitState struct {
 	queue   []*serverSlot
 	spare   []*serverSlot
 	bufs    [][]byte
+	nb      net.Buffers // bufs, as writeReplies' writev consumes it
 }
 
 // serverSockReader reads a socket with read(2) through its RawConn, so
@@ -466,8 +467,12 @@ func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) 
 		bufs = append(bufs, q.out)
 	}
 	ts.bufs = bufs
-	nb := net.Buffers(bufs)
-	_, err := nb.WriteTo(c.netc)
+	// WriteTo consumes the Buffers it is called on; a local one would
+	// escape (the method has a pointer receiver) and cost an allocation
+	// per batch, so the state keeps it.
+	ts.nb = bufs
+	_, err := ts.nb.WriteTo(c.netc)
+	ts.nb = nil
 	return err
 }
 
