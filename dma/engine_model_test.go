@@ -15,9 +15,9 @@ import (
 type engineModel struct {
 	mode       Mode
 	inlineMax  int64
-	fifo       int  // FIFOBlocks
-	chunk      int  // ChunkSectors, capped at fifo
-	async      bool // the device keeps requests in flight
+	fifo       int      // FIFOBlocks
+	chunk      int      // ChunkSectors, capped at fifo
+	async      bool     // the device keeps requests in flight
 	regions    [][]byte // the engine's host memory (the real slices)
 	host       []byte   // what they should hold, concatenated
 	device     []byte   // what the device should hold
