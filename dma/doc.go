@@ -9,7 +9,11 @@
 // overlaps the backend side and the host side through the FIFO with one
 // interrupt to start and one to finish (the paper's DMA streaming). An
 // optional tap sees every byte once, in order, in place, for a checksum
-// computed in flight (the paper's checksum offload).
+// computed in flight (the paper's checksum offload). A streaming transfer can
+// run on the calling goroutine alone (Config.InlineMax), where a goroutine
+// hand-off costs more than the copy it would overlap; from an AsyncReaderAt
+// or to an AsyncWriterAt such a transfer still overlaps the device's
+// requests with the host side's copying.
 //
 // The same engine code runs against the wall clock at memory speed, or
 // against a VirtualClock with a Timing profile, where it models each

@@ -45,7 +45,9 @@
 // flight per connection; further calls wait for a slot or their context
 // (backpressure, no unbounded queue). With WithConnections and a server
 // advertising CAN_MULTI_CONN, requests are spread over several connections
-// and Flush flushes them all.
+// and Flush flushes them all. One goroutine can keep several READs and
+// WRITEs in flight itself with StartRead and StartWrite, waiting for each
+// with Call.Wait (read-ahead, write-behind), with no goroutine hand-off.
 //
 // Performance: each request is one write (header and payload together with
 // writev on TCP and unix sockets); reply data is read straight into the
