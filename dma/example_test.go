@@ -106,3 +106,54 @@ func ExampleSGList_Sector() {
 	// 324
 	// byte 1023 is in region 1 at 323
 }
+
+// queuedDevice is a device that keeps reads in flight (dma.AsyncReaderAt):
+// a read is queued when started and done when waited for, as a network
+// client's reply arrives later.
+type queuedDevice struct {
+	*bytes.Reader
+	q []struct {
+		p   []byte
+		off int64
+	}
+	started int
+}
+
+func (d *queuedDevice) StartReadAt(p []byte, off int64) error {
+	d.q = append(d.q, struct {
+		p   []byte
+		off int64
+	}{p, off})
+	d.started++
+	return nil
+}
+
+func (d *queuedDevice) WaitRead() error {
+	r := d.q[0]
+	d.q = d.q[1:]
+	_, err := d.ReadAt(r.p, r.off)
+	return err
+}
+
+// A 64 KiB read on the calling goroutine (Config.InlineMax), from a device
+// that keeps reads in flight: the engine starts the reads of all four 16 KiB
+// chunks at once, then moves each to the host as it is done.
+func ExampleAsyncReaderAt() {
+	const n = 64 << 10
+	e, err := dma.New(dma.Config{InlineMax: n})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	host := make([]byte, n)
+	e.SetRegions(host)
+	data := bytes.Repeat([]byte("0123456789abcdef"), n/16)
+	dev := &queuedDevice{Reader: bytes.NewReader(data)}
+	if err := e.DeviceToHost(dev, 0, n); err != nil {
+		panic(err)
+	}
+	t := e.Last()
+	fmt.Println(bytes.Equal(host, data), t.Inline, dev.started, "reads started,", t.Interrupts, "interrupts")
+	// Output:
+	// true true 4 reads started, 2 interrupts
+}
