@@ -59,6 +59,7 @@ type serverConn struct {
 	rep []byte // option reply, reused
 
 	writeNs atomic.Int64 // moving average of backend write time
+	readNs  atomic.Int64 // moving average of a read's service time, reply included
 }
 
 // errServerHangUp ends a session on purpose, without a protocol error to
@@ -68,6 +69,7 @@ var errServerHangUp = errors.New("nbd: server hung up")
 func (s *Server) newConn(nc net.Conn) *serverConn {
 	c := &serverConn{srv: s, netc: nc, ctx: s.baseCtx}
 	c.writeNs.Store(serverInlineBudget) // slow until shown quick
+	c.readNs.Store(serverInlineBudget)
 	c.log = s.logger().With("remote", nc.RemoteAddr().String())
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true) // proto.md: both sides SHOULD disable Nagle
