@@ -101,8 +101,10 @@ type Export struct {
 //
 // Requests of one connection are worked on concurrently, up to
 // MaxInFlight at a time, by a fixed pool of goroutines, each with its own
-// buffer (a lone request, or a write into a backend whose writes have been
-// quick, is served by the reading goroutine itself, saving a hand-off);
+// buffer (a lone request, a write into a backend whose writes have been
+// quick, or a read while reads have been served quickly, is served by the
+// reading goroutine itself, saving a hand-off: a backend call that then
+// blocks holds up the requests behind it until it returns);
 // replies go out in completion order, each in one piece: one Write, or one
 // writev with the other replies finished at the same time (on a socket,
 // the replies of a burst are held until the client has nothing more to
