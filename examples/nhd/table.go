@@ -89,7 +89,7 @@ type bench struct {
 	ahead   int           // requests in flight for the variant pipelined across commands
 	async   *asyncBackend // the bare client keeping a command's chunks in flight, as the bridge does
 	bufs    [][]byte      // one per request in flight, for the bare client at that depth
-	calls   []nbd.Call    // the bare client's requests in flight
+	deep    *asyncBackend // the bare client keeping b.ahead requests in flight
 }
 
 func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs int, tu tuning, seed uint64, sectors uint64) (*bench, error) {
@@ -99,7 +99,7 @@ func newBench(ctx context.Context, client *nbd.Client, remote *disk, bs int, tu 
 	for range b.ahead {
 		b.bufs = append(b.bufs, make([]byte, bs))
 	}
-	b.calls = make([]nbd.Call, b.ahead)
+	b.deep = newAsyncBackend(client, b.ahead)
 	if !tu.Overlap {
 		b.async = newAsyncBackend(client, max(1, bs/max(1, min(chunk, bs))))
 	}
@@ -237,26 +237,22 @@ func (b *bench) bareOp(be ata.Backend, dk *disk, blk uint64, write bool, chunk i
 // bareDepth moves ops consecutive blocks from blk with the NBD client, b.ahead
 // requests in flight at once from this goroutine, as the bridge's
 // read-ahead and write-behind keep them (nbd.Client.StartRead,
-// StartWrite), and returns the time per block after the first warm (the
-// clock starts once they are done, with the pipeline full). Like the host,
-// it fills a block before writing it and verifies a block it has read.
-func (b *bench) bareDepth(c *nbd.Client, dk *disk, blk uint64, write bool, ops, warm int) (time.Duration, error) {
-	ctx := context.Background()
+// StartWrite, through b.deep), and returns the time per block after the
+// first warm (the clock starts once they are done, with the pipeline full).
+// Like the host, it fills a block before writing it and verifies a block it
+// has read.
+func (b *bench) bareDepth(dk *disk, blk uint64, write bool, ops, warm int) (time.Duration, error) {
 	nblk := uint64(len(dk.gens))
 	depth := b.ahead
-	calls := b.calls[:depth]
 	t0 := time.Now()
 	start := func(i int) error {
 		k := (blk + uint64(i)) % nblk
-		buf := b.bufs[i%depth]
-		var err error
+		buf, off := b.bufs[i%depth], int64(k)*int64(b.bs)
 		if write {
 			dk.pat.fill(buf, k, dk.gens[k])
-			calls[i%depth], err = c.StartWrite(ctx, buf, int64(k)*int64(b.bs), 0)
-		} else {
-			calls[i%depth], err = c.StartRead(ctx, buf, int64(k)*int64(b.bs), 0)
+			return b.deep.StartWriteAt(buf, off)
 		}
-		return err
+		return b.deep.StartReadAt(buf, off)
 	}
 	var err error
 	started := 0
@@ -268,7 +264,7 @@ func (b *bench) bareDepth(c *nbd.Client, dk *disk, blk uint64, write bool, ops, 
 	// Wait for each block in turn and start the one depth blocks on; after
 	// an error, only drain what is in flight.
 	for i := 0; i < started; i++ {
-		werr := calls[i%depth].Wait(ctx)
+		werr := b.deep.pop()
 		if err != nil {
 			continue
 		}
@@ -396,7 +392,7 @@ func (b *bench) measure(ctx context.Context, per time.Duration, minOps int, prog
 			}
 			// The bare client with the read-ahead's depth in flight, timed
 			// from when the pipeline is full.
-			d, err := b.bareDepth(b.client, b.remote, blkDepth, write, blockOps, max(warmOps, b.ahead))
+			d, err := b.bareDepth(b.remote, blkDepth, write, blockOps, max(warmOps, b.ahead))
 			if err != nil {
 				return nil, fmt.Errorf("bare NBD client, %d in flight: %w", b.ahead, err)
 			}
