@@ -190,3 +190,60 @@ func BenchmarkPhases(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRequestAfterGap times a bare 64 KiB NBD read from the
+// in-process server when the caller does something else between requests:
+// nothing, a busy-wait of 8 us, a time.Sleep(10 us) (the process idles, its
+// threads park; the timer's real length is reported), or a walk over 4 MiB
+// of other memory. It reports the medians in microseconds: request-us and
+// gap-us. The README's "a goroutine hand-off to the other core" reads them.
+func BenchmarkRequestAfterGap(b *testing.B) {
+	const bs, span = 64 << 10, 8 << 20
+	other := make([]byte, 4<<20)
+	for _, gap := range []string{"none", "busy-8us", "sleep-10us", "touch-4MiB"} {
+		b.Run(gap, func(b *testing.B) {
+			srv := nbdtest.Start(b, nbdtest.WithSize(span))
+			ctx := context.Background()
+			c, err := nbd.Dial(ctx, srv.URI)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := make([]byte, bs)
+			for i := range buf {
+				buf[i] = byte(i*7 + 1)
+			}
+			for off := int64(0); off < span; off += bs {
+				if _, err := c.WriteAt(buf, off); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var req, gaps durs
+			var i int64
+			b.SetBytes(bs)
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := c.ReadAt(buf, i*bs%span); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				req = append(req, t1.Sub(t0))
+				i++
+				switch gap {
+				case "busy-8us":
+					for time.Since(t1) < 8*time.Microsecond {
+					}
+				case "sleep-10us":
+					time.Sleep(10 * time.Microsecond)
+				case "touch-4MiB":
+					for j := 0; j < len(other); j += 64 {
+						other[j]++
+					}
+				}
+				gaps = append(gaps, time.Since(t1))
+			}
+			b.ReportMetric(float64(req.median())/1e3, "request-us")
+			b.ReportMetric(float64(gaps.median())/1e3, "gap-us")
+		})
+	}
+}
