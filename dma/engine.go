@@ -833,19 +833,27 @@ func (e *Engine) produce(s *side, k int) error {
 // produced accounts for nb sectors the producer has filled at the front of
 // its reservation and commits them.
 func (e *Engine) produced(s *side, nb int) error {
+	e.advance(s, nb, e.dir == ToHost, e.free, e.ready)
+	s.steps++
+	return e.f.Commit(nb)
+}
+
+// advance moves side s on by nb sectors. In modelled time each sector's
+// slot waits for its turn (after[slot]: freed by the consumer, or filled by
+// the producer), takes the side's cost per sector, and marks when it is
+// done (mark[slot]) for the other side.
+func (e *Engine) advance(s *side, nb int, cpuSide bool, after, mark []time.Duration) {
 	if t := e.timing; t != nil {
-		per := e.sectorCost(t, e.dir == ToHost)
+		per := e.sectorCost(t, cpuSide)
 		c := int64(e.f.Cap())
 		for j := range int64(nb) {
 			slot := (s.block + j) % c
-			s.t = max(s.t, e.free[slot]) + per
-			e.ready[slot] = s.t
+			s.t = max(s.t, after[slot]) + per
+			mark[slot] = s.t
 		}
 	}
-	s.steps++
 	s.pos += int64(nb) * SectorSize
 	s.block += int64(nb)
-	return e.f.Commit(nb)
 }
 
 // sectorCost is the modelled time of one sector on one side of the FIFO:
@@ -904,16 +912,6 @@ func (e *Engine) consume(s *side, k int) error {
 // consumed accounts for the first nb sectors of the consumer's peek, moved
 // out, and releases them.
 func (e *Engine) consumed(s *side, nb int) error {
-	if t := e.timing; t != nil {
-		per := e.sectorCost(t, e.dir == ToDevice)
-		c := int64(e.f.Cap())
-		for j := range int64(nb) {
-			slot := (s.block + j) % c
-			s.t = max(s.t, e.ready[slot]) + per
-			e.free[slot] = s.t
-		}
-	}
-	s.pos += int64(nb) * SectorSize
-	s.block += int64(nb)
+	e.advance(s, nb, e.dir == ToDevice, e.ready, e.free)
 	return e.f.Release(nb)
 }
