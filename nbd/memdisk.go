@@ -24,10 +24,12 @@ const memDiskStripes = 64 // lock stripes; chunk i uses stripe i % 64
 // different chunks never wait for each other. Overlapping concurrent
 // writes land in some order, as on any disk. Trimmed and zeroed ranges
 // read as zeroes. Memory use is one pointer per chunk of Size plus the
-// chunks written.
+// chunks written (and 4 bytes per chunk of Size that count the server's
+// loans: see lend).
 type MemDisk struct {
 	size      int64
 	chunks    []*[MemDiskChunkSize]byte
+	loans     []atomic.Int32 // per chunk: replies being sent from it
 	locks     [memDiskStripes]memDiskLock
 	allocated atomic.Int64
 }
@@ -42,7 +44,8 @@ func NewMemDisk(size int64) *MemDisk {
 	if size < 0 {
 		panic("nbd: NewMemDisk with negative size")
 	}
-	return &MemDisk{size: size, chunks: make([]*[MemDiskChunkSize]byte, (size+MemDiskChunkSize-1)/MemDiskChunkSize)}
+	n := (size + MemDiskChunkSize - 1) / MemDiskChunkSize
+	return &MemDisk{size: size, chunks: make([]*[MemDiskChunkSize]byte, n), loans: make([]atomic.Int32, n)}
 }
 
 // Size returns the size given to NewMemDisk.
@@ -121,7 +124,7 @@ func (d *MemDisk) WriteAt(p []byte, off int64) (int, error) {
 		q := p[done:min(len(p), done+MemDiskChunkSize-lo)]
 		l := d.lock(i)
 		l.Lock()
-		c := d.chunks[i]
+		c := d.writable(i)
 		if c == nil {
 			c = new([MemDiskChunkSize]byte)
 			d.chunks[i] = c
@@ -139,7 +142,7 @@ func (d *MemDisk) WriteAt(p []byte, off int64) (int, error) {
 // whole-chunk writes land without a copy. It reports false, changing
 // nothing, for a chunk outside the disk or cut short by its end. The
 // caller gives up p and owns the returned chunk: readers copy chunks
-// under the stripe lock and keep no reference.
+// under the stripe lock, and a chunk lent (see lend) is not returned.
 func (d *MemDisk) takePage(p *[MemDiskChunkSize]byte, off int64) (*[MemDiskChunkSize]byte, bool) {
 	if off < 0 || off%MemDiskChunkSize != 0 || off > d.size-MemDiskChunkSize {
 		return nil, false
@@ -149,11 +152,68 @@ func (d *MemDisk) takePage(p *[MemDiskChunkSize]byte, off int64) (*[MemDiskChunk
 	l.Lock()
 	old := d.chunks[i]
 	d.chunks[i] = p
+	lent := d.loans[i].Load() != 0
 	l.Unlock()
 	if old == nil {
 		d.allocated.Add(1)
 	}
+	if lent {
+		// A reply is being sent from old: it stays theirs (and the
+		// garbage collector's), the caller allocates its next page.
+		return nil, true
+	}
 	return old, true
+}
+
+// writable returns chunk i ready to be written in place: while the server
+// lends it (see lend) it is first replaced by a copy, so a reply being
+// sent from it keeps the data it had. Call with i's stripe locked for
+// writing.
+func (d *MemDisk) writable(i int64) *[MemDiskChunkSize]byte {
+	c := d.chunks[i]
+	if c != nil && d.loans[i].Load() != 0 {
+		cp := new([MemDiskChunkSize]byte)
+		*cp = *c
+		d.chunks[i] = cp
+		c = cp
+	}
+	return c
+}
+
+// lend appends to views the pieces of [off, off+n), inside the disk, one
+// per chunk piece: a slice of the chunk's own memory, or nil for a hole,
+// and lends the chunks until giveBack(off, n): meanwhile writes to them
+// land in copies (writable), so the views keep the data they showed.
+// That is how the server sends a read reply straight from the disk's
+// memory, without copying it into a buffer first.
+func (d *MemDisk) lend(off, n int64, views [][]byte) [][]byte {
+	for n > 0 {
+		i := off / MemDiskChunkSize
+		lo := int(off % MemDiskChunkSize)
+		k := int(min(int64(MemDiskChunkSize-lo), n))
+		l := d.lock(i)
+		l.RLock()
+		d.loans[i].Add(1)
+		var v []byte
+		if c := d.chunks[i]; c != nil {
+			v = c[lo : lo+k : lo+k]
+		}
+		l.RUnlock()
+		views = append(views, v)
+		off += int64(k)
+		n -= int64(k)
+	}
+	return views
+}
+
+// giveBack ends the loan of [off, off+n) that lend made.
+func (d *MemDisk) giveBack(off, n int64) {
+	if n <= 0 {
+		return
+	}
+	for i, end := off/MemDiskChunkSize, (off+n-1)/MemDiskChunkSize; i <= end; i++ {
+		d.loans[i].Add(-1)
+	}
 }
 
 func (d *MemDisk) bounds(op string, off, n int64, e syscall.Errno) error {
@@ -198,7 +258,7 @@ func (d *MemDisk) zero(off, n int64, punch bool) {
 			d.chunks[i] = new([MemDiskChunkSize]byte)
 			d.allocated.Add(1)
 		default:
-			clear(c[lo : lo+k])
+			clear(d.writable(i)[lo : lo+k])
 		}
 		l.Unlock()
 	})

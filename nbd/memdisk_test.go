@@ -28,9 +28,14 @@ type serverFullBackend interface {
 // model. Both disks promise that trimmed and zeroed ranges read as zeroes
 // and that extents flagged ExtentZero read as zeroes.
 func serverCheckBackendModel(t *rapid.T, d serverFullBackend) {
+	t.Repeat(serverBackendActions(d, make([]byte, d.Size())))
+}
+
+// serverBackendActions returns serverCheckBackendModel's actions on d,
+// whose contents model must hold.
+func serverBackendActions(d serverFullBackend, model []byte) map[string]func(*rapid.T) {
 	ctx := context.Background()
 	size := d.Size()
-	model := make([]byte, size)
 	// Ranges favour chunk edges, where the bugs live.
 	rangeGen := func(t *rapid.T) (int64, int64) {
 		edge := rapid.SampledFrom([]int64{0, 1, 511, 512, MemDiskChunkSize - 1, MemDiskChunkSize, MemDiskChunkSize + 1, 2 * MemDiskChunkSize}).Draw(t, "edge")
@@ -38,7 +43,7 @@ func serverCheckBackendModel(t *rapid.T, d serverFullBackend) {
 		n := rapid.Int64Range(0, min(size-off, 3*MemDiskChunkSize)).Draw(t, "n")
 		return off, n
 	}
-	t.Repeat(map[string]func(*rapid.T){
+	return map[string]func(*rapid.T){
 		"write": func(t *rapid.T) {
 			off, n := rangeGen(t)
 			p := make([]byte, n)
@@ -112,7 +117,7 @@ func serverCheckBackendModel(t *rapid.T, d serverFullBackend) {
 				t.Fatalf("trim at the end: %v, want EINVAL", err)
 			}
 		},
-	})
+	}
 }
 
 func TestServerMemDiskModel(t *testing.T) {
@@ -120,6 +125,123 @@ func TestServerMemDiskModel(t *testing.T) {
 		size := rapid.SampledFrom([]int64{1, 1000, 4 * MemDiskChunkSize, 5*MemDiskChunkSize + 123}).Draw(t, "size")
 		serverCheckBackendModel(t, NewMemDisk(size))
 	})
+}
+
+// The MemDisk's loans to the server (lend, giveBack) and its page swaps
+// (takePage) against the same model: whatever is written, trimmed,
+// zeroed or swapped in while a range is lent, the lent views keep showing
+// what the model held when they were lent, and the disk what it holds now.
+func TestServerMemDiskLendModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		size := rapid.SampledFrom([]int64{1000, 4 * MemDiskChunkSize, 5*MemDiskChunkSize + 123}).Draw(t, "size")
+		d := NewMemDisk(size)
+		model := make([]byte, size)
+		type loan struct {
+			off, n int64
+			views  [][]byte
+			want   []byte
+		}
+		var loans []loan
+		actions := serverBackendActions(d, model)
+		actions["lend"] = func(t *rapid.T) {
+			off := rapid.Int64Range(0, size-1).Draw(t, "off")
+			n := rapid.Int64Range(1, min(size-off, 3*MemDiskChunkSize)).Draw(t, "n")
+			views := d.lend(off, n, nil)
+			if want := (off+n-1)/MemDiskChunkSize - off/MemDiskChunkSize + 1; int64(len(views)) != want {
+				t.Fatalf("lend [%d,+%d): %d views, want one per chunk piece, %d", off, n, len(views), want)
+			}
+			loans = append(loans, loan{off, n, views, bytes.Clone(model[off : off+n])})
+		}
+		actions["give back"] = func(t *rapid.T) {
+			if len(loans) == 0 {
+				t.Skip("nothing lent")
+			}
+			i := rapid.IntRange(0, len(loans)-1).Draw(t, "loan")
+			d.giveBack(loans[i].off, loans[i].n)
+			loans = append(loans[:i], loans[i+1:]...)
+		}
+		actions["take page"] = func(t *rapid.T) {
+			chunks := size / MemDiskChunkSize
+			if chunks == 0 {
+				t.Skip("no whole chunk")
+			}
+			off := rapid.Int64Range(0, chunks-1).Draw(t, "chunk") * MemDiskChunkSize
+			lent := false
+			for _, l := range loans {
+				lent = lent || l.off < off+MemDiskChunkSize && off < l.off+l.n
+			}
+			before := bytes.Clone(model[off : off+MemDiskChunkSize])
+			allocated := d.Allocated()
+			p := new([MemDiskChunkSize]byte)
+			b := rapid.Byte().Draw(t, "b")
+			for i := range p {
+				p[i] = b ^ byte(i>>3)
+			}
+			copy(model[off:], p[:])
+			old, ok := d.takePage(p, off)
+			switch {
+			case !ok:
+				t.Fatalf("takePage at %d refused", off)
+			case lent && old != nil:
+				t.Fatalf("takePage at %d returned a chunk lent to the server", off)
+			case old != nil && !bytes.Equal(old[:], before):
+				t.Fatalf("takePage at %d returned a chunk that is not the one it replaced", off)
+			case old == nil && !lent && d.Allocated() == allocated:
+				t.Fatalf("takePage at %d returned nothing for an allocated chunk", off)
+			}
+		}
+		actions[""] = func(t *rapid.T) {
+			for _, l := range loans {
+				pos := l.off
+				for _, v := range l.views {
+					k := min(MemDiskChunkSize-pos%MemDiskChunkSize, l.off+l.n-pos)
+					want := l.want[pos-l.off : pos-l.off+k]
+					if v == nil && !bytes.Equal(want, make([]byte, k)) {
+						t.Fatalf("lent [%d,+%d): hole at %d, the model had data", l.off, l.n, pos)
+					}
+					if v != nil && !bytes.Equal(v, want) {
+						t.Fatalf("lent [%d,+%d): the view at %d changed under the loan", l.off, l.n, pos)
+					}
+					pos += k
+				}
+			}
+		}
+		t.Repeat(actions)
+		for _, l := range loans {
+			d.giveBack(l.off, l.n)
+		}
+		for i := range d.loans {
+			if n := d.loans[i].Load(); n != 0 {
+				t.Fatalf("chunk %d: %d loans outstanding after every loan was given back", i, n)
+			}
+		}
+	})
+}
+
+// A lent chunk is copied before a write, once given back it is written in
+// place again: steady state allocates nothing.
+func TestServerMemDiskLendCopiesOnWrite(t *testing.T) {
+	d := NewMemDisk(2 * MemDiskChunkSize)
+	d.WriteAt(bytes.Repeat([]byte{1}, MemDiskChunkSize), 0)
+	views := d.lend(100, 200, nil)
+	d.WriteAt(bytes.Repeat([]byte{2}, 300), 0)
+	if !bytes.Equal(views[0], bytes.Repeat([]byte{1}, 200)) {
+		t.Fatal("a write under a loan changed the lent view")
+	}
+	got := make([]byte, 300)
+	d.ReadAt(got, 0)
+	if !bytes.Equal(got, bytes.Repeat([]byte{2}, 300)) {
+		t.Fatal("a write under a loan is not on the disk")
+	}
+	d.giveBack(100, 200)
+	p := []byte{3}
+	if n := testing.AllocsPerRun(100, func() {
+		d.lend(0, MemDiskChunkSize, views[:0])
+		d.giveBack(0, MemDiskChunkSize)
+		d.WriteAt(p, 5)
+	}); n != 0 {
+		t.Fatalf("lend, give back and write: %v allocations, want 0", n)
+	}
 }
 
 func TestServerFileDiskModel(t *testing.T) {

@@ -54,6 +54,7 @@ type serverConn struct {
 	export     *serverExport
 	flags      ExportFlags // as advertised to this client
 	statusOK   bool        // block status may be used
+	lend       bool        // reads are sent from the MemDisk's memory (a socket)
 
 	opt []byte // option data, reused
 	rep []byte // option reply, reused

@@ -60,6 +60,12 @@ type serverSlot struct {
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
 	page  *[MemDiskChunkSize]byte // a whole-chunk write's payload, or nil
 	paged bool                    // this request's payload is in page
+
+	// A read sent from the MemDisk's memory: the reply's pieces (headers
+	// in buf, data lent by the disk) and the range lent, until written.
+	iov   [][]byte
+	views [][]byte
+	lent  [2]int64 // offset, length; length 0: nothing lent
 }
 
 // serverRun is a piece of a structured read reply: data or a hole.
@@ -249,6 +255,9 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 	sock := newServerSockReader(c.netc, func() bool { return holding }, release)
 	if sock != nil {
 		rd = sock
+		// On a socket, replies to reads go out in a writev straight from
+		// a MemDisk (through TLS they are copied into records anyway).
+		c.lend = c.export.pages != nil
 	}
 	br := bufio.NewReaderSize(rd, 64<<10)
 	for {
@@ -456,7 +465,7 @@ func (c *serverConn) writeQueued(ts *serverTransmitState) {
 			err = c.writeReplies(ts, batch)
 		}
 		for _, q := range batch {
-			q.out = nil
+			c.sent(q)
 			ts.free <- q
 		}
 		ts.wmu.Lock()
@@ -469,16 +478,35 @@ func (c *serverConn) writeQueued(ts *serverTransmitState) {
 	ts.wmu.Unlock()
 }
 
-// writeReplies writes whole replies: one Write for one, one writev for
-// several (net.Buffers on a socket; a Write each elsewhere, as on TLS).
+// sent forgets the reply of q, written or dropped, and gives back what
+// the disk lent it.
+func (c *serverConn) sent(q *serverSlot) {
+	q.out = nil
+	if len(q.iov) > 0 {
+		clear(q.iov) // keep no chunk alive
+		q.iov = q.iov[:0]
+	}
+	if q.lent[1] > 0 {
+		c.export.pages.giveBack(q.lent[0], q.lent[1])
+		q.lent[1] = 0
+	}
+}
+
+// writeReplies writes whole replies: one Write for one in one piece, one
+// writev otherwise (net.Buffers on a socket; a Write each elsewhere, as
+// on TLS).
 func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) error {
-	if len(batch) == 1 {
+	if len(batch) == 1 && len(batch[0].iov) == 0 {
 		_, err := c.netc.Write(batch[0].out)
 		return err
 	}
 	bufs := ts.bufs[:0]
 	for _, q := range batch {
-		bufs = append(bufs, q.out)
+		if len(q.iov) > 0 {
+			bufs = append(bufs, q.iov...)
+		} else {
+			bufs = append(bufs, q.out)
+		}
 	}
 	ts.bufs = bufs
 	// WriteTo consumes the Buffers it is called on; a local one would
@@ -487,6 +515,7 @@ func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) 
 	ts.nb = bufs
 	_, err := ts.nb.WriteTo(c.netc)
 	ts.nb = nil
+	clear(bufs) // keep no lent chunk alive
 	return err
 }
 
@@ -630,7 +659,9 @@ func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
 	switch r.Type {
 	case CmdRead:
 		start := time.Now()
-		if c.structured {
+		if c.lend {
+			c.readLent(ts, s)
+		} else if c.structured {
 			c.readStructured(ts, s)
 		} else {
 			c.readSimple(ts, s)
@@ -794,24 +825,124 @@ func (c *serverConn) readStructured(ts *serverTransmitState, s *serverSlot) {
 	c.send(ts, s, b[:pos])
 }
 
+// readLent answers a READ from a MemDisk's own memory: the disk lends the
+// chunks the read covers and the reply goes out as headers and those
+// chunks in one writev, with no copy before the socket's. It sends what
+// readStructured and readSimple send, byte for byte: holes as OFFSET_HOLE
+// chunks (structured) or zeroes (simple).
+func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
+	r := &s.req
+	if r.Length == 0 {
+		if c.structured {
+			c.readStructured(ts, s)
+		} else {
+			c.readSimple(ts, s)
+		}
+		return
+	}
+	off, n := int64(r.Offset), int64(r.Length)
+	views := c.export.pages.lend(off, n, s.views[:0])
+	s.views = views
+	s.lent = [2]int64{off, n}
+	iov := s.iov[:0]
+	if !c.structured {
+		h := s.small[:SimpleReplySize]
+		rep := SimpleReply{Cookie: r.Cookie}
+		rep.Put((*[SimpleReplySize]byte)(h))
+		iov = append(iov, h)
+		for i, v := range views {
+			iov = append(iov, serverOrZeroes(v, off, n, i))
+		}
+		s.iov = iov
+		c.send(ts, s, nil)
+		return
+	}
+	// The views as extents, split into runs as readRuns splits a
+	// backend's block status.
+	ext := s.ext[:0]
+	for i, v := range views {
+		var f ExtentFlags
+		if v == nil {
+			f = ExtentHole | ExtentZero
+		}
+		ext = append(ext, Extent{Length: uint32(len(serverOrZeroes(v, off, n, i))), Flags: f})
+	}
+	if cap(ext) <= serverMaxExtents {
+		s.ext = ext[:0]
+	}
+	runs := serverSplitRuns(s.runs[:0], r, ext)
+	hdrs := s.grow(len(runs) * serverHoleChunkSize)
+	pos, i := 0, 0 // in hdrs, in views
+	for k, run := range runs {
+		var flags ReplyFlags
+		if k == len(runs)-1 {
+			flags = ReplyFlagDone
+		}
+		if run.hole {
+			b := hdrs[pos : pos+serverHoleChunkSize]
+			h := ChunkHeader{Flags: flags, Type: ChunkOffsetHole, Cookie: r.Cookie, Length: OffsetHoleSize}
+			h.Put((*[ChunkHeaderSize]byte)(b))
+			PutOffsetHole((*[OffsetHoleSize]byte)(b[ChunkHeaderSize:]), run.off, run.n)
+			iov = append(iov, b)
+			pos += serverHoleChunkSize
+			for left := int(run.n); left > 0; i++ {
+				left -= int(ext[i].Length)
+			}
+			continue
+		}
+		b := hdrs[pos : pos+serverHeadroom]
+		h := ChunkHeader{Flags: flags, Type: ChunkOffsetData, Cookie: r.Cookie, Length: OffsetDataHeaderSize + run.n}
+		h.Put((*[ChunkHeaderSize]byte)(b))
+		binary.BigEndian.PutUint64(b[ChunkHeaderSize:], run.off)
+		iov = append(iov, b)
+		pos += serverHeadroom
+		for left := int(run.n); left > 0; i++ {
+			v := serverOrZeroes(views[i], off, n, i)
+			iov = append(iov, v)
+			left -= len(v)
+		}
+	}
+	s.iov = iov
+	c.send(ts, s, nil)
+}
+
+// serverOrZeroes returns views[i] of a read of [off, off+n) that
+// MemDisk.lend split into chunk pieces, or for a hole (nil) as many
+// zeroes as the piece covers.
+func serverOrZeroes(v []byte, off, n int64, i int) []byte {
+	if v != nil {
+		return v
+	}
+	lo := max(off, (off/MemDiskChunkSize+int64(i))*MemDiskChunkSize)
+	hi := min(off+n, (off/MemDiskChunkSize+int64(i)+1)*MemDiskChunkSize)
+	return serverZeroes[:hi-lo]
+}
+
 // readRuns splits a read into data and hole runs from the backend's
-// block status; without one (or under FlagDF with any data) the whole
-// read is one data run.
+// block status; without one the whole read is one data run.
 func (c *serverConn) readRuns(s *serverSlot) []serverRun {
 	r := &s.req
 	runs := s.runs[:0]
-	whole := serverRun{off: r.Offset, n: r.Length}
 	x := c.export
 	if x.status == nil {
-		return append(runs, whole)
+		return append(runs, serverRun{off: r.Offset, n: r.Length})
 	}
 	ext, err := x.status.BlockStatus(c.ctx, int64(r.Offset), int64(r.Length), s.ext[:0])
 	if cap(ext) <= serverMaxExtents {
 		s.ext = ext[:0]
 	}
 	if err != nil {
-		return append(runs, whole)
+		return append(runs, serverRun{off: r.Offset, n: r.Length})
 	}
+	return serverSplitRuns(runs, r, ext)
+}
+
+// serverSplitRuns appends to runs the data and hole runs of read r that
+// extents ext describe (ExtentZero: a hole), at most serverMaxReadRuns:
+// past that, and past the extents, the rest is data. Under FlagDF a read
+// with any data is one data run.
+func serverSplitRuns(runs []serverRun, r *Request, ext []Extent) []serverRun {
+	start := len(runs)
 	off, end := r.Offset, r.Offset+uint64(r.Length)
 	for _, e := range ext {
 		if e.Length == 0 || off >= end {
@@ -819,10 +950,10 @@ func (c *serverConn) readRuns(s *serverSlot) []serverRun {
 		}
 		n := min(uint64(e.Length), end-off)
 		hole := e.Flags.Has(ExtentZero)
-		if k := len(runs); k > 0 && runs[k-1].hole == hole {
+		if k := len(runs); k > start && runs[k-1].hole == hole {
 			runs[k-1].n += uint32(n)
 		} else {
-			if len(runs) == serverMaxReadRuns-1 {
+			if len(runs)-start == serverMaxReadRuns-1 {
 				break
 			}
 			runs = append(runs, serverRun{off: off, n: uint32(n), hole: hole})
@@ -830,7 +961,7 @@ func (c *serverConn) readRuns(s *serverSlot) []serverRun {
 		off += n
 	}
 	if off < end {
-		if k := len(runs); k > 0 && !runs[k-1].hole {
+		if k := len(runs); k > start && !runs[k-1].hole {
 			runs[k-1].n += uint32(end - off)
 		} else {
 			runs = append(runs, serverRun{off: off, n: uint32(end - off)})
@@ -838,8 +969,8 @@ func (c *serverConn) readRuns(s *serverSlot) []serverRun {
 	}
 	// proto.md: under DF at most one content chunk, and a range with both
 	// data and holes MUST go as data.
-	if r.Flags.Has(FlagDF) && len(runs) > 1 {
-		return append(runs[:0], whole)
+	if r.Flags.Has(FlagDF) && len(runs)-start > 1 {
+		return append(runs[:start], serverRun{off: r.Offset, n: r.Length})
 	}
 	return runs
 }
