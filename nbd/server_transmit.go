@@ -100,7 +100,8 @@ type serverTransmitState struct {
 	queue   []*serverSlot
 	spare   []*serverSlot
 	bufs    [][]byte
-	nb      net.Buffers // bufs, as writeReplies' writev consumes it
+	nb      net.Buffers      // bufs, as writeReplies' writev consumes it
+	raw     *serverRawWriter // on a socket (Linux): writev without the runtime
 }
 
 // serverSockReader reads a socket with read(2) through its RawConn, so
@@ -142,7 +143,7 @@ func newServerSockReader(nc net.Conn, pending func() bool, flush func()) *server
 
 func (r *serverSockReader) read(fd uintptr) bool {
 	for {
-		n, err := syscall.Read(int(fd), r.p)
+		n, err := serverRawRead(fd, r.p)
 		switch err {
 		case nil:
 			r.n = n
@@ -258,6 +259,9 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan *serverSlot
 		// On a socket, replies to reads go out in a writev straight from
 		// a MemDisk (through TLS they are copied into records anyway).
 		c.lend = c.export.pages != nil
+		ts.wmu.Lock()
+		ts.raw = newServerRawWriter(sock.rc, 2*cap(ts.bufs))
+		ts.wmu.Unlock()
 	}
 	br := bufio.NewReaderSize(rd, 64<<10)
 	for {
@@ -496,7 +500,7 @@ func (c *serverConn) sent(q *serverSlot) {
 // writev otherwise (net.Buffers on a socket; a Write each elsewhere, as
 // on TLS).
 func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) error {
-	if len(batch) == 1 && len(batch[0].iov) == 0 {
+	if len(batch) == 1 && len(batch[0].iov) == 0 && ts.raw == nil {
 		_, err := c.netc.Write(batch[0].out)
 		return err
 	}
@@ -509,6 +513,11 @@ func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) 
 		}
 	}
 	ts.bufs = bufs
+	if ts.raw != nil {
+		err := ts.raw.writev(bufs)
+		clear(bufs)
+		return err
+	}
 	// WriteTo consumes the Buffers it is called on; a local one would
 	// escape (the method has a pointer receiver) and cost an allocation
 	// per batch, so the state keeps it.
