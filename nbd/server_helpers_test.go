@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -286,4 +287,32 @@ func serverTestSocket(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "s")
+}
+
+// serverTestUnixPair returns the two ends of a connected unix stream
+// socket pair, closed at the end of the test.
+func serverTestUnixPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c.(*net.UnixConn)
+		t.Cleanup(func() { c.Close() })
+	}
+	return conns[0], conns[1]
 }

@@ -122,12 +122,17 @@ func serverFuzzHandshake(name string) []byte {
 
 // FuzzServerSession plays arbitrary client bytes at a server. If the first
 // byte is odd a valid handshake goes first, so most inputs reach the
-// transmission phase. The session must end (no hang) once the client
+// transmission phase; if its second bit is set the session runs on a unix
+// socket pair rather than net.Pipe (the server then reads and writes the
+// descriptor itself and sends reads from the MemDisk's memory). The session must end (no hang) once the client
 // closes, allocate within the server's limits, and leave a second,
 // well-behaved connection of the same server working.
 func FuzzServerSession(f *testing.F) {
 	f.Add([]byte{0})
 	f.Add(append([]byte{1}, serverFuzzReqs(Request{Type: CmdRead, Length: 512})...))
+	lent := append([]byte{3}, serverFuzzReqs(Request{Type: CmdWrite, Offset: 65530, Length: 8})...)
+	lent = append(lent, "12345678"...)
+	f.Add(append(lent, serverFuzzReqs(Request{Type: CmdRead, Offset: 65500, Length: 100})...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return
@@ -151,7 +156,12 @@ func FuzzServerSession(f *testing.F) {
 		runtime.ReadMemStats(&before)
 
 		// The hostile session.
-		hc, hs := net.Pipe()
+		var hc, hs net.Conn
+		if data[0]&2 != 0 {
+			hc, hs = serverTestUnixPair(t)
+		} else {
+			hc, hs = net.Pipe()
+		}
 		hostileDone := make(chan error, 1)
 		go func() { hostileDone <- s.ServeConn(hs) }()
 		go io.Copy(io.Discard, hc)

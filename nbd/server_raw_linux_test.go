@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"syscall"
 	"testing"
 
@@ -16,25 +15,18 @@ import (
 // the first with a small send buffer, so writes to it fill it up.
 func serverTestSocketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	a, b := serverTestUnixPair(t)
+	rc, err := a.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.SetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_SNDBUF, 16384); err != nil {
+	rc.Control(func(fd uintptr) {
+		err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 16384)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var conns [2]*net.UnixConn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c.(*net.UnixConn)
-		t.Cleanup(func() { c.Close() })
-	}
-	return conns[0], conns[1]
+	return a, b
 }
 
 // The raw writer writes every piece whole and in order, whatever the
