@@ -370,6 +370,12 @@ func (s *Server) Serve(l net.Listener) error {
 // socketpair, an inherited descriptor) and returns when the client
 // disconnects, the session fails or the server closes; it closes nc. It
 // returns nil after a clean disconnect (NBD_CMD_DISC or NBD_OPT_ABORT).
+//
+// A connection that implements syscall.Conn (as *net.TCPConn and
+// *net.UnixConn do, here or from Serve's listener) is read and written
+// through its descriptor during transmission, not through its Read and
+// Write methods: a wrapper that changes the bytes must not expose
+// SyscallConn.
 func (s *Server) ServeConn(nc net.Conn) error {
 	if err := s.init(); err != nil {
 		nc.Close()
