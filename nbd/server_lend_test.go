@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 	"time"
 
@@ -114,6 +115,12 @@ func TestServerLentReadKeepsItsData(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// The chunks the reply is sent from: once it is written, nothing of the
+	// server's may keep them (the disk has copies by then).
+	freed := make(chan int, 2)
+	for _, i := range []int{0, n/MemDiskChunkSize - 1} {
+		runtime.SetFinalizer(d.chunks[i], func(*[MemDiskChunkSize]byte) { freed <- i })
+	}
 	d.WriteAt(bytes.Repeat([]byte{2}, n), 0)
 	got, holes, err := serverTestAssemble(t, c.chunks(), 0, n)
 	if err != nil || holes != 0 {
@@ -128,6 +135,17 @@ func TestServerLentReadKeepsItsData(t *testing.T) {
 		t.Fatal("the write under the loan is not on the disk")
 	}
 	serverTestNoLoans(t, d)
+	deadline := time.After(5 * time.Second)
+	for done := 0; done < 2; {
+		runtime.GC()
+		select {
+		case <-freed:
+			done++
+		case <-deadline:
+			t.Fatal("a chunk replaced under a loan is still referenced after the reply was written")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // serverTestNoLoans waits for every loan of d to be given back (a reply

@@ -491,6 +491,8 @@ func (c *serverConn) sent(q *serverSlot) {
 		q.iov = q.iov[:0]
 	}
 	if q.lent[1] > 0 {
+		clear(q.views)
+		q.views = q.views[:0]
 		c.export.pages.giveBack(q.lent[0], q.lent[1])
 		q.lent[1] = 0
 	}
