@@ -855,31 +855,30 @@ func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
 	views := c.export.pages.lend(off, n, s.views[:0])
 	s.views = views
 	s.lent = [2]int64{off, n}
+	// Holes (nil views) become zeroes of their length, and every piece an
+	// extent, so a structured reply splits into runs as readRuns splits a
+	// backend's block status.
+	ext := s.ext[:0]
+	for i, at := 0, off; i < len(views); i++ {
+		k := min(MemDiskChunkSize-at%MemDiskChunkSize, off+n-at)
+		var f ExtentFlags
+		if views[i] == nil {
+			views[i], f = serverZeroes[:k], ExtentHole|ExtentZero
+		}
+		ext = append(ext, Extent{Length: uint32(k), Flags: f})
+		at += k
+	}
+	if cap(ext) <= serverMaxExtents {
+		s.ext = ext[:0]
+	}
 	iov := s.iov[:0]
 	if !c.structured {
 		h := s.small[:SimpleReplySize]
 		rep := SimpleReply{Cookie: r.Cookie}
 		rep.Put((*[SimpleReplySize]byte)(h))
-		iov = append(iov, h)
-		for i, v := range views {
-			iov = append(iov, serverOrZeroes(v, off, n, i))
-		}
-		s.iov = iov
+		s.iov = append(append(iov, h), views...)
 		c.send(ts, s, nil)
 		return
-	}
-	// The views as extents, split into runs as readRuns splits a
-	// backend's block status.
-	ext := s.ext[:0]
-	for i, v := range views {
-		var f ExtentFlags
-		if v == nil {
-			f = ExtentHole | ExtentZero
-		}
-		ext = append(ext, Extent{Length: uint32(len(serverOrZeroes(v, off, n, i))), Flags: f})
-	}
-	if cap(ext) <= serverMaxExtents {
-		s.ext = ext[:0]
 	}
 	runs := serverSplitRuns(s.runs[:0], r, ext)
 	hdrs := s.grow(len(runs) * serverHoleChunkSize)
@@ -908,25 +907,12 @@ func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
 		iov = append(iov, b)
 		pos += serverHeadroom
 		for left := int(run.n); left > 0; i++ {
-			v := serverOrZeroes(views[i], off, n, i)
-			iov = append(iov, v)
-			left -= len(v)
+			iov = append(iov, views[i])
+			left -= len(views[i])
 		}
 	}
 	s.iov = iov
 	c.send(ts, s, nil)
-}
-
-// serverOrZeroes returns views[i] of a read of [off, off+n) that
-// MemDisk.lend split into chunk pieces, or for a hole (nil) as many
-// zeroes as the piece covers.
-func serverOrZeroes(v []byte, off, n int64, i int) []byte {
-	if v != nil {
-		return v
-	}
-	lo := max(off, (off/MemDiskChunkSize+int64(i))*MemDiskChunkSize)
-	hi := min(off+n, (off/MemDiskChunkSize+int64(i)+1)*MemDiskChunkSize)
-	return serverZeroes[:hi-lo]
 }
 
 // readRuns splits a read into data and hole runs from the backend's
