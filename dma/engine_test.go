@@ -607,43 +607,6 @@ func TestWorkerParks(t *testing.T) {
 	}
 }
 
-func TestEvent(t *testing.T) {
-	ev := newEvent()
-	got := make(chan uint64)
-	go func() { got <- ev.await(0, time.Microsecond) }()
-	time.Sleep(5 * time.Millisecond) // the waiter parks
-	ev.post()
-	if n := <-got; n != 1 {
-		t.Fatalf("await returned %d, want 1", n)
-	}
-	ev.post()
-	if n := ev.await(1, time.Microsecond); n != 2 {
-		t.Fatalf("await after a post returned %d, want 2", n)
-	}
-}
-
-// TestEventParksAtOnce: with a negative spin the waiter parks without
-// spinning, and a post wakes it; a post already made returns at once.
-func TestEventParksAtOnce(t *testing.T) {
-	ev := newEvent()
-	got := make(chan uint64)
-	go func() { got <- ev.await(0, -1) }()
-	for deadline := time.Now().Add(5 * time.Second); ev.parked.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter did not park")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	ev.post()
-	if n := <-got; n != 1 {
-		t.Fatalf("await returned %d, want 1", n)
-	}
-	ev.post()
-	if n := ev.await(1, -1); n != 2 {
-		t.Fatalf("await after a post returned %d, want 2", n)
-	}
-}
-
 func TestNamesAndClocks(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{Streaming.String(), "streaming"}, {StoreAndForward.String(), "store-and-forward"}, {Mode(9).String(), "Mode(9)"},

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/nhdkit/nhd/fifo"
+	"github.com/nhdkit/nhd/internal/spin"
 )
 
 // LinkKind says how a stage is connected to the stage before it.
@@ -243,40 +243,19 @@ type item[T any] struct {
 	stamp
 }
 
-// A ring side that must wait re-reads the other side's index ringChecks
-// times, then yields the processor between re-reads ringYields times, and
-// then parks on a channel. Spinning longer (the fifo package spins 20 µs)
-// helps when each side has a core of its own; measured on this project's
-// two shared cores it lost, stealing the processor from the other stages.
-const (
-	ringChecks = 64
-	ringYields = 8
-)
-
-// spinner paces a waiting side: tight checks, a few yields, then park.
-type spinner struct{ i int }
-
-// more reports whether to check again rather than park.
-func (s *spinner) more() bool {
-	s.i++
-	switch {
-	case s.i < ringChecks:
-		return true
-	case s.i < ringChecks+ringYields:
-		runtime.Gosched()
-		return true
-	}
-	return false
-}
+// ringSpin is how long a ring side that must wait spins before it parks:
+// 0 is one round of yields after the tight checks (package internal/spin).
+// Spinning longer helps when each side has a core of its own; on two
+// shared cores it steals the processor from the other stages. The ring
+// benchmarks (BenchmarkUnit/ring, BenchmarkModel) measure it.
+const ringSpin = 0
 
 // ring is a bounded single-producer, single-consumer ring. Each side keeps
 // a cached copy of the other's index and reads the shared one only when the
 // cache says full or empty. A side that must wait spins a little, then
-// parks on a one-token channel after announcing it in a flag; the other side
-// sends a token only when it sees the flag (Go's atomics are sequentially
-// consistent, so one of the two always sees the other's store). The
-// consumer wakes a parked producer only once the ring is half empty, so a
-// slow consumer costs one wake-up per half ring, not one per unit.
+// parks on a spin.Gate until the other side's index reaches what it needs.
+// The producer parks until the ring is half empty, so a slow consumer costs
+// one wake-up per half ring, not one per unit.
 type ring[T any] struct {
 	cutFlag
 	_    pad
@@ -293,10 +272,8 @@ type ring[T any] struct {
 	cwait         bool   // the last get waited
 	_             pad
 	closed        atomic.Bool
-	prodWaiting   atomic.Bool
-	consWaiting   atomic.Bool
-	notFull       chan struct{}
-	notEmpty      chan struct{}
+	notFull       spin.Gate // the producer waits on the head
+	notEmpty      spin.Gate // the consumer waits on the tail
 	size, mask    uint64
 	slots         []item[T]
 }
@@ -310,8 +287,8 @@ func newRing[T any](capacity int) *ring[T] {
 		size:     n,
 		mask:     n - 1,
 		slots:    make([]item[T], n),
-		notFull:  make(chan struct{}, 1),
-		notEmpty: make(chan struct{}, 1),
+		notFull:  spin.NewGate(),
+		notEmpty: spin.NewGate(),
 	}
 }
 
@@ -322,23 +299,8 @@ func (r *ring[T]) reset() {
 	r.ptail, r.pcache, r.chead, r.ccache = 0, 0, 0, 0
 	r.closed.Store(false)
 	r.cut.Store(false)
-	r.prodWaiting.Store(false)
-	r.consWaiting.Store(false)
-	select {
-	case <-r.notFull:
-	default:
-	}
-	select {
-	case <-r.notEmpty:
-	default:
-	}
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+	r.notFull.Reset()
+	r.notEmpty.Reset()
 }
 
 func (r *ring[T]) putWaited() bool { return r.pwait }
@@ -352,37 +314,25 @@ func (r *ring[T]) put(ctx context.Context, v T, st stamp) error {
 			break
 		}
 		r.pwait = true
-		for sp := (spinner{}); r.ptail-r.head.Load() >= r.size && sp.more(); {
+		room := func() bool { return r.ptail-r.head.Load() < r.size }
+		for sp := spin.NewPacer(ringSpin); !room() && sp.More(); {
 		}
-		r.prodWaiting.Store(true)
-		if r.ptail-r.head.Load() < r.size {
-			r.prodWaiting.Store(false)
-			continue
-		}
-		select {
-		case <-r.notFull:
-		case <-ctx.Done():
-			r.prodWaiting.Store(false)
+		if !r.notFull.Park(r.ptail-r.size/2, room, ctx.Done()) {
 			return context.Cause(ctx)
 		}
-		r.prodWaiting.Store(false)
 	}
 	s := &r.slots[r.ptail&r.mask]
 	s.v, s.stamp = v, st
 	r.ptail++
 	r.tail.Store(r.ptail)
-	if r.consWaiting.Load() {
-		signal(r.notEmpty)
-	}
+	r.notEmpty.Wake(r.ptail)
 	return nil
 }
 
 func (r *ring[T]) close(cut bool) {
 	r.cut.Store(cut)
 	r.closed.Store(true)
-	if r.consWaiting.Load() {
-		signal(r.notEmpty)
-	}
+	r.notEmpty.Kick()
 }
 
 func (r *ring[T]) get(ctx context.Context) (T, stamp, error) {
@@ -401,21 +351,13 @@ func (r *ring[T]) get(ctx context.Context) (T, stamp, error) {
 			var zero T
 			return zero, stamp{}, r.end()
 		}
-		for sp := (spinner{}); r.tail.Load() == r.chead && !r.closed.Load() && sp.more(); {
+		ready := func() bool { return r.tail.Load() != r.chead || r.closed.Load() }
+		for sp := spin.NewPacer(ringSpin); !ready() && sp.More(); {
 		}
-		r.consWaiting.Store(true)
-		if r.tail.Load() != r.chead || r.closed.Load() {
-			r.consWaiting.Store(false)
-			continue
-		}
-		select {
-		case <-r.notEmpty:
-		case <-ctx.Done():
-			r.consWaiting.Store(false)
+		if !r.notEmpty.Park(r.chead+1, ready, ctx.Done()) {
 			var zero T
 			return zero, stamp{}, context.Cause(ctx)
 		}
-		r.consWaiting.Store(false)
 	}
 	s := &r.slots[r.chead&r.mask]
 	return s.v, s.stamp, nil
@@ -427,13 +369,8 @@ func (r *ring[T]) release() {
 	s.v = zero // the ring must not keep the unit alive
 	r.chead++
 	r.head.Store(r.chead)
-	if r.prodWaiting.Load() && r.ptailSnapshot()-r.chead <= r.size/2 {
-		signal(r.notFull)
-	}
+	r.notFull.Wake(r.chead)
 }
-
-// ptailSnapshot is the producer's published tail, read by the consumer.
-func (r *ring[T]) ptailSnapshot() uint64 { return r.tail.Load() }
 
 // chanLink is a link through a buffered channel.
 type chanLink[T any] struct {
