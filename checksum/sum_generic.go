@@ -145,8 +145,9 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 
 // shortLoopMax is the largest whole-round length checksumGeneric sums with its
 // short-buffer loop (one carry chain over three sums, run backward); longer
-// buffers take the two-chain loop, which measured 5% faster from 16 KiB and
-// 3% to 5% slower at 1500 bytes.
+// buffers take the two-chain loop, which is the faster of the two on long
+// buffers and the slower on packet-sized ones (BenchmarkChecksumGeneric at
+// 1500 B and 64 KiB, or the gVisor comparison in docs/bench).
 const shortLoopMax = 8 << 10
 
 // copyRegMax is the longest copy copyChecksumShort does through registers;
