@@ -106,6 +106,29 @@ func TestGateWake(t *testing.T) {
 	})
 }
 
+// The waker runs between the waiter's announcement and its block: ready
+// reads the counter, then (standing for the other goroutine) the counter is
+// stored and Wake called, and ready reports the value it read. Park must not
+// miss that Wake, which only announcing before re-checking guarantees.
+func TestGateWakeBetweenCheckAndBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := NewGate()
+		var counter atomic.Uint64
+		ready := func() bool {
+			v := counter.Load()
+			counter.Store(5)
+			g.Wake(5)
+			return v >= 5
+		}
+		var p parker
+		p.park(&g, 5, ready, nil)
+		synctest.Wait()
+		if !p.returned.Load() || !p.result.Load() {
+			t.Fatal("a Wake between the re-check and the block was lost")
+		}
+	})
+}
+
 func TestGateReadyAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := NewGate()
