@@ -14,7 +14,8 @@ type Config struct {
 	// DMA moves the data of DMA commands. Without one the device does no
 	// DMA: IDENTIFY says so and DMA commands abort.
 	DMA DMA
-	// Context is passed to the backend's Flush and Trim; nil means
+	// Context is passed to the backend's Flush and Trim, and to the Wait
+	// of a request a DMA engine left in flight; nil means
 	// context.Background().
 	Context context.Context
 	// Interrupt, if set, is called each time the device asserts INTRQ
