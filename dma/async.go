@@ -20,6 +20,11 @@ type Handle = uint64
 //
 // Reads go straight into the FIFO. If one fails, the chunks before it have
 // reached host memory and the ones after it are waited for and dropped.
+// The engine keeps at most one request per chunk of its FIFO in flight
+// (FIFOBlocks/ChunkSectors, rounded up): a backend that bounds its
+// requests in flight (nbd.WithMaxInFlight, and the server's own limit)
+// must allow as many, or a StartReadAt would wait for a slot that only a
+// later Wait of the same goroutine frees.
 //
 // The contract, for StartReadAt and Wait:
 //
