@@ -41,7 +41,7 @@ type Engine struct {
 	ctap    CopyTap // tap, when it can copy
 	clock   Clock
 	timing  *Timing
-	spin    time.Duration // < 0: park at once
+	spin    time.Duration // < 0: park after a few checks
 	inline  int64         // Config.InlineMax
 	pending []int         // sectors of each of writeBehind's writes in flight
 	handles []Handle      // the async requests in flight, in the order started

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/nhdkit/nhd/internal/spin"
 )
 
 // Mode is how the engine moves a transfer through its FIFO.
@@ -105,7 +107,7 @@ const (
 // enough that a spinning side does not hold a core for long while a
 // goroutine elsewhere in the program (an NBD request, its reply reader)
 // needs it. Measured in BenchmarkTransfer and BenchmarkSpin (README).
-const DefaultSpin = 2 * time.Microsecond
+const DefaultSpin = spin.Engine
 
 // Config sets up an Engine.
 type Config struct {
@@ -142,7 +144,7 @@ type Config struct {
 	// channel: the worker between transfers, the caller for the end of a
 	// transfer, and either side waiting on the FIFO within one (it is the
 	// FIFO's fifo.Config.Spin). 0 means DefaultSpin; a negative Spin parks
-	// at once (the FIFO after a few checks). A
+	// after a few checks. A
 	// longer spin saves goroutine wake-ups between back-to-back transfers;
 	// a shorter one leaves the processor to other goroutines sooner, which
 	// matters when the backend's I/O needs it (an NBD client on a machine
