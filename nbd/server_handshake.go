@@ -345,18 +345,28 @@ func (c *serverConn) optInfo(h OptionHeader, data []byte) (bool, error) {
 	if err := c.replyData(h.Option, RepInfo, b); err != nil {
 		return false, err
 	}
+	// Each info type is answered once however often it is asked for, so
+	// an option's replies are bounded whatever its data: EXPORT, NAME,
+	// DESCRIPTION, BLOCK_SIZE and ACK at most.
+	var name, desc bool
 	for _, t := range req.Requests {
 		switch t {
 		case InfoName:
-			b = AppendInfoString(b[:0], InfoName, x.Name)
+			name = true
 		case InfoDescription:
-			if x.Description == "" {
-				continue
-			}
-			b = AppendInfoString(b[:0], InfoDescription, x.Description)
-		default:
-			continue // proto.md: unknown requests MUST be ignored
+			desc = x.Description != ""
 		}
+		// proto.md: unknown requests MUST be ignored; EXPORT and
+		// BLOCK_SIZE are sent anyway.
+	}
+	if name {
+		b = AppendInfoString(b[:0], InfoName, x.Name)
+		if err := c.replyData(h.Option, RepInfo, b); err != nil {
+			return false, err
+		}
+	}
+	if desc {
+		b = AppendInfoString(b[:0], InfoDescription, x.Description)
 		if err := c.replyData(h.Option, RepInfo, b); err != nil {
 			return false, err
 		}
