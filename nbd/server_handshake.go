@@ -368,8 +368,29 @@ func (c *serverConn) optStartTLS(h OptionHeader, data []byte) error {
 	c.netc = tc
 	c.cmu.Unlock()
 	c.tlsUp = true
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		c.log.Debug("nbd: TLS up with a client certificate", "subject", certs[0].Subject.String())
+	}
 	// proto.md: "the server MUST NOT preserve any negotiation state".
 	c.structured, c.metaSet, c.metaExport = false, false, ""
+	return nil
+}
+
+// checkClientAuth refuses a TLSConfig whose client certificate check
+// could be bypassed or would trust the wrong CAs (see Server.TLSConfig).
+func (s *Server) checkClientAuth() error {
+	cfg := s.TLSConfig
+	if cfg == nil || cfg.GetConfigForClient != nil {
+		return nil
+	}
+	requires := cfg.ClientAuth == tls.RequireAnyClientCert || cfg.ClientAuth == tls.RequireAndVerifyClientCert
+	if requires && !s.RequireTLS {
+		return errors.New("nbd: Server.TLSConfig requires client certificates but RequireTLS is false: a client that skips STARTTLS would be served without one")
+	}
+	verifies := cfg.ClientAuth == tls.VerifyClientCertIfGiven || cfg.ClientAuth == tls.RequireAndVerifyClientCert
+	if verifies && cfg.ClientCAs == nil {
+		return errors.New("nbd: Server.TLSConfig verifies client certificates but has no ClientCAs: they would be checked against the system's roots")
+	}
 	return nil
 }
 
