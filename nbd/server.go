@@ -433,8 +433,10 @@ func (s *Server) untrackConn(c *serverConn) {
 	s.mu.Unlock()
 }
 
-// Shutdown stops the server gracefully: it closes the listeners, drops
-// connections still haggling options, stops reading new requests, lets
+// Shutdown stops the server gracefully: it closes the listeners, answers
+// the next options of connections still haggling with
+// NBD_REP_ERR_SHUTDOWN and drops them within a second, stops reading new
+// requests, lets
 // every request already read finish and be answered, closes the
 // connections, and then flushes every export whose Backend is a Flusher,
 // so that no write the server acknowledged is lost. If ctx ends first,
