@@ -170,4 +170,3 @@ func TestWriteError(t *testing.T) {
 		})
 	}
 }
-
