@@ -252,7 +252,8 @@ type Engine struct {
 	timing  *Timing
 	spin    time.Duration // < 0: park at once
 	inline  int64         // Config.InlineMax
-	pending []int         // writeBehind's writes in flight, kept to reuse
+	pending []int         // sectors of each of writeBehind's writes in flight
+	handles []Handle      // the async requests in flight, in the order started
 	f       *fifo.FIFO
 	ctx     context.Context
 	sg      SGList
@@ -345,6 +346,7 @@ func New(c Config) (*Engine, error) {
 		spin:    c.Spin,
 		inline:  c.InlineMax,
 		pending: make([]int, 0, c.FIFOBlocks/c.ChunkSectors+1),
+		handles: make([]Handle, 0, c.FIFOBlocks/c.ChunkSectors+1),
 		f:       f,
 		ctx:     context.Background(),
 		start:   newEvent(),
@@ -607,46 +609,29 @@ func (e *Engine) streamInline(prod *side) error {
 // readAhead is streamInline from a device that keeps reads in flight. In
 // rounds of as many sectors as the FIFO has room for in one piece, it
 // starts the read of every chunk of the round into the FIFO, then waits for
-// each in order, commits it and moves it to the host while the later ones
-// are still on their way.
+// each by its handle, in order, commits it and moves it to the host while
+// the later ones are still on their way. Every read started is waited for,
+// a failed round's included.
 func (e *Engine) readAhead(prod *side, ar AsyncReaderAt) error {
-	cons := &e.cons
 	chunk := e.chunk * SectorSize
 	for prod.pos < e.n {
 		room, err := e.f.ReserveN(e.ctx, int((e.n-prod.pos)/SectorSize))
 		if err != nil {
 			return err
 		}
-		started := 0
+		started := e.handles[:0]
 		var startErr error
 		for p := 0; p < len(room); p += chunk {
 			q := min(p+chunk, len(room))
-			if startErr = ar.StartReadAt(room[p:q], e.off+prod.pos+int64(p)); startErr != nil {
+			h, err := ar.StartReadAt(e.ctx, room[p:q], e.off+prod.pos+int64(p))
+			if err != nil {
+				startErr = err
 				break
 			}
-			started++
+			started = append(started, h)
 		}
-		var first error
-		for i := range started {
-			p := i * chunk
-			q := min(p+chunk, len(room))
-			err := ar.WaitRead()
-			if first != nil {
-				continue // drain the reads after a failed one
-			}
-			if err != nil {
-				first = err
-				e.prodErr = fmt.Errorf("dma: device read of %d bytes at %d: %w", q-p, e.off+prod.pos, err)
-				continue
-			}
-			if err := e.produced(prod, (q-p)/SectorSize); err != nil {
-				first = err
-				continue
-			}
-			if err := e.consume(cons, (q-p)/SectorSize); err != nil {
-				first = err
-			}
-		}
+		e.handles = started[:0]
+		first := e.waitReads(prod, ar, started, len(room))
 		if e.prodErr != nil {
 			return e.prodErr
 		}
@@ -659,6 +644,35 @@ func (e *Engine) readAhead(prod *side, ar AsyncReaderAt) error {
 		}
 	}
 	return nil
+}
+
+// waitReads waits for the reads of one round of readAhead, the chunks of
+// room bytes, in order, and moves each to the host; after a failure it
+// waits for the rest and drops them. It returns the first error.
+func (e *Engine) waitReads(prod *side, ar AsyncReaderAt, started []Handle, room int) error {
+	chunk := e.chunk * SectorSize
+	var first error
+	for i, h := range started {
+		p := i * chunk
+		q := min(p+chunk, room)
+		err := ar.Wait(e.ctx, h)
+		if first != nil {
+			continue // drain the reads after a failed one
+		}
+		if err != nil {
+			e.prodErr = fmt.Errorf("dma: device read of %d bytes at %d: %w", q-p, e.off+prod.pos, err)
+			first = e.prodErr
+			continue
+		}
+		if err := e.produced(prod, (q-p)/SectorSize); err != nil {
+			first = err
+			continue
+		}
+		if err := e.consume(&e.cons, (q-p)/SectorSize); err != nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // writeBehind is streamInline to a device that keeps writes in flight. In
@@ -675,6 +689,7 @@ func (e *Engine) writeBehind(prod *side, aw AsyncWriterAt) error {
 		}
 		roomSectors := len(room) / SectorSize
 		started := e.pending[:0] // sectors of each write started, in order
+		handles := e.handles[:0] // and its handle
 		var first error
 		for done := 0; done < roomSectors; {
 			k := min(e.chunk, roomSectors-done)
@@ -700,20 +715,22 @@ func (e *Engine) writeBehind(prod *side, aw AsyncWriterAt) error {
 					break
 				}
 			}
-			if err := aw.StartWriteAt(part, e.off+prod.pos-int64(len(part))); err != nil {
+			h, err := aw.StartWriteAt(e.ctx, part, e.off+prod.pos-int64(len(part)))
+			if err != nil {
 				cons.err = fmt.Errorf("dma: device write of %d bytes at %d: %w", len(part), e.off+prod.pos-int64(len(part)), err)
 				first = cons.err
 				break
 			}
 			started = append(started, k)
+			handles = append(handles, h)
 			done += k
 		}
 		// The writes started are waited for in order; the first that
 		// failed is the transfer's error (it comes before whatever stopped
 		// the round from starting more), the ones before it are moved.
 		var werr error
-		for _, k := range started {
-			err := aw.WaitWrite()
+		for i, k := range started {
+			err := aw.Wait(e.ctx, handles[i])
 			switch {
 			case werr != nil:
 			case err != nil:
@@ -723,7 +740,7 @@ func (e *Engine) writeBehind(prod *side, aw AsyncWriterAt) error {
 				werr = e.consumed(cons, k)
 			}
 		}
-		e.pending = started[:0]
+		e.pending, e.handles = started[:0], handles[:0]
 		if werr != nil {
 			return werr
 		}
