@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -32,7 +33,8 @@ const (
 	// DefaultMaxCommand is the largest command when Config.MaxCommand is
 	// 0: the paper's 64 KiB READ/WRITE DMA EXT.
 	DefaultMaxCommand = 64 << 10
-	// MaxInFlight bounds Chunk and Depth: the requests a bridge keeps in
+	// MaxInFlight bounds Depth, and the chunks pipelined InChunks keeps
+	// in flight at once: the requests a bridge keeps in
 	// flight must all be accepted by the server while their replies wait
 	// to be read (nbdkit runs 16 threads, package nbd's Server serves 16
 	// requests of a connection at once by default), or a request's write
@@ -72,6 +74,17 @@ func (p Pipelining) String() string {
 
 // MarshalText names p ("series", "in chunks", "across commands").
 func (p Pipelining) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText reads a name MarshalText wrote.
+func (p *Pipelining) UnmarshalText(b []byte) error {
+	for i, n := range pipeliningNames {
+		if string(b) == n {
+			*p = Pipelining(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("bridge: unknown pipelining %q", b)
+}
 
 // Datapath is the choices the paper's optimisations make.
 type Datapath struct {
@@ -177,8 +190,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.Join(ErrConfig, errors.New("bridge: no backend"))
 	case c.MaxCommand%512 != 0 || c.Chunk%512 != 0 || c.MaxCommand < 0 || c.Chunk < 0:
 		return c, errors.Join(ErrConfig, errors.New("bridge: MaxCommand and Chunk must be multiples of 512"))
-	case c.Depth > MaxInFlight || c.MaxCommand/min(c.Chunk, c.MaxCommand) > MaxInFlight && c.Pipelining == InChunks:
-		return c, errors.Join(ErrConfig, errors.New("bridge: more requests in flight than MaxInFlight"))
+	case c.Depth > MaxInFlight:
+		return c, errors.Join(ErrConfig, errors.New("bridge: Depth larger than MaxInFlight"))
 	case c.ZeroCopy && c.Pipelining == AcrossCommands:
 		return c, errors.Join(ErrConfig, errors.New("bridge: pipelined across commands stages its data: ZeroCopy must be off"))
 	case c.Pipelining > AcrossCommands:

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/pipeline"
 )
 
@@ -40,10 +41,10 @@ type budget struct {
 	deadline time.Time
 }
 
-// lane is one host thread driving one drive: the host side of a command
+// lane is one host thread driving one bridge: the host side of a command
 // stream through the ATA registers.
 type lane struct {
-	d     *drive
+	br    *bridge.Bridge
 	disk  *disk
 	id, n int
 	buf   []byte
@@ -62,8 +63,8 @@ type lane struct {
 	p        *pipeline.Pipeline
 }
 
-func newLane(d *drive, dk *disk, id, n int, seed uint64) *lane {
-	l := &lane{d: d, disk: dk, id: id, n: n, buf: make([]byte, dk.bs), rng: rand.New(rand.NewPCG(seed, uint64(id)))}
+func newLane(b *bridge.Bridge, dk *disk, id, n int, seed uint64) *lane {
+	l := &lane{br: b, disk: dk, id: id, n: n, buf: make([]byte, dk.bs), rng: rand.New(rand.NewPCG(seed, uint64(id)))}
 	l.count = uint64((len(dk.gens) - id + n - 1) / n)
 	src := pipeline.SourceFunc[op](l.nextOp)
 	st := pipeline.StageFunc[op, op](l.execOp)
@@ -117,7 +118,7 @@ func (l *lane) nextOp(ctx context.Context) (op, error) {
 
 func (l *lane) execOp(ctx context.Context, o op) (op, error) {
 	t0 := time.Now()
-	sum, err := l.d.exec(o.write, int64(o.block)*int64(l.disk.bs), l.buf)
+	sum, err := l.exec(o)
 	dt := time.Since(t0)
 	if err != nil {
 		return o, err
@@ -130,6 +131,21 @@ func (l *lane) execOp(ctx context.Context, o op) (op, error) {
 	}
 	o.sum = sum
 	return o, nil
+}
+
+// exec runs o through the bridge and returns the checksum it computed.
+func (l *lane) exec(o op) (uint16, error) {
+	off := int64(o.block) * int64(l.disk.bs)
+	var err error
+	if o.write {
+		err = l.br.Write(l.buf, off)
+	} else {
+		err = l.br.Read(l.buf, off)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("at byte %d: %w", off, err)
+	}
+	return l.br.Sum(), nil
 }
 
 // verifyOp checks a read's every byte against what was written, and the
@@ -158,7 +174,7 @@ func (l *lane) step(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	sum, err := l.d.exec(o.write, int64(o.block)*int64(l.disk.bs), l.buf)
+	sum, err := l.exec(o)
 	if err != nil {
 		return 0, err
 	}

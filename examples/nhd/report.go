@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/model"
 )
 
@@ -62,28 +63,21 @@ func (r *report) writeText(w io.Writer) {
 	}
 }
 
-func bridgeText(v variant) string {
-	var parts []string
+func bridgeText(v bridge.Variant) string {
+	parts := []string{"store-and-forward"}
 	if v.Streaming {
-		parts = append(parts, "streaming through a sector FIFO")
-	} else {
-		parts = append(parts, "store-and-forward")
+		parts[0] = "streaming through a sector FIFO"
 	}
 	if v.ZeroCopy {
 		parts = append(parts, "zero-copy")
 	}
-	if v.InFlight {
+	if v.ChecksumInFlight {
 		parts = append(parts, "checksum in flight")
 	}
-	switch {
-	case v.Ahead:
-		parts = append(parts, "pipelined across commands")
-	case v.Pipelined:
-		parts = append(parts, "pipelined in chunks")
-	default:
-		parts = append(parts, "ends in series")
+	if v.Pipelining == bridge.Series {
+		return strings.Join(append(parts, "ends in series"), ", ")
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(append(parts, "pipelined "+v.Pipelining.String()), ", ")
 }
 
 func met(ok bool) string {
@@ -122,10 +116,10 @@ func (t *table) writeText(w io.Writer) {
 			if first == nil {
 				first = rw
 			}
-			switch {
-			case rw.Variant.Ahead:
+			switch rw.Variant.Pipelining {
+			case bridge.AcrossCommands:
 				across = rw
-			case rw.Variant.Pipelined:
+			case bridge.InChunks:
 				chunks = rw
 			default:
 				series = rw
@@ -155,7 +149,7 @@ func (t *table) writeText(w io.Writer) {
 			}
 			var front model.Rate
 			for _, rw := range t.Rows {
-				if rw.Dir == dir && rw.Variant.Pipelined && !rw.Variant.Ahead {
+				if rw.Dir == dir && rw.Variant.Pipelining == bridge.InChunks {
 					front = rw.Front
 				}
 			}
