@@ -47,8 +47,6 @@ func benchLinks() []struct {
 	}{
 		{"inline", func(testing.TB) Link { return Inline() }},
 		{"ring", func(testing.TB) Link { return Ring(1024) }},
-		{"chan", func(testing.TB) Link { return Chan(1024) }},
-		{"fifo", func(tb testing.TB) Link { return FIFO(newTestFIFO(tb, 1024, 512)) }},
 	}
 }
 
@@ -63,37 +61,6 @@ func sectorPipeline(tb testing.TB, src Source[[]byte], mk func(testing.TB) Link,
 		tb.Fatal(err)
 	}
 	return p
-}
-
-// parallelPipeline is source -> touch on workers goroutines -> sink.
-func parallelPipeline(tb testing.TB, src Source[[]byte], workers int, sink Sink[[]byte]) *Pipeline {
-	size := func(b []byte) int { return len(b) }
-	l := Parallel(From("src", src).Size(size), 256, "touch", workers, func(int) Stage[[]byte, []byte] { return &touch{} })
-	p, err := l.Size(size).To(Ring(256), "sink", sink)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
-
-// BenchmarkParallelUnit is the cost per unit through a Parallel stage of 2
-// workers (rings of 256 on either side), instrumentation off and on.
-func BenchmarkParallelUnit(b *testing.B) {
-	for _, inst := range []bool{false, true} {
-		name := "off"
-		if inst {
-			name = "on"
-		}
-		b.Run(name, func(b *testing.B) {
-			p := parallelPipeline(b, &loopSource{b: b, buf: make([]byte, 512)}, 2, &discard{})
-			p.Instrument = inst
-			b.ReportAllocs()
-			b.SetBytes(512)
-			if _, err := p.Run(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
 }
 
 // BenchmarkDirect is the baseline for BenchmarkUnit: the same source, two

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"reflect"
 	"sync/atomic"
 )
 
@@ -142,22 +141,11 @@ func entry[T any](p *Pipeline, nd int, c consumer[T]) (any, error) {
 		return c, nil
 	}
 	s := n.seg
-	if prev := p.nodes[nd-1]; prev.link.kind == LinkParallel {
-		// After a Parallel stage: one ring per worker, read in turn.
-		if n.link.kind != LinkRing || n.link.capacity < 1 {
-			return nil, fmt.Errorf("stage %d %q: %w: the link after a parallel stage must be a Ring, not %v", nd, n.name, ErrLink, n.link)
-		}
-		m := newMerge[T](prev.link.workers, n.link.capacity)
-		p.segs[s].head = &linkHead[T]{up: p.segs[s-1], nd: n, lk: m, next: c}
-		p.segs[s].link = m
-		p.segs[s-1].out = m
-		return m, nil
-	}
 	lk, err := newLink[T](n.link)
 	if err != nil {
 		return nil, fmt.Errorf("stage %d %q: %w", nd, n.name, err)
 	}
-	p.segs[s].head = &linkHead[T]{up: p.segs[s-1], nd: n, lk: lk, next: c}
+	p.segs[s].head = &linkHead[T]{nd: n, lk: lk, next: c}
 	p.segs[s].link = lk
 	p.segs[s-1].out = lk
 	return &linkTail[T]{nd: p.nodes[nd-1], lk: lk}, nil
@@ -179,17 +167,6 @@ func (b *builder) pipeline() (*Pipeline, error) {
 		n.seg = seg
 	}
 	p.segs[len(p.segs)-1].last = len(p.nodes) - 1
-	seen := map[any]int{}
-	for i, n := range p.nodes {
-		q := n.link.queue
-		if q == nil || !reflect.TypeOf(q).Comparable() {
-			continue
-		}
-		if j, ok := seen[q]; ok {
-			return nil, fmt.Errorf("stage %d %q: %w: its queue also links stage %d", i, n.name, ErrLink, j)
-		}
-		seen[q] = i
-	}
 	var next any
 	for i := len(b.elems) - 1; i >= 0; i-- {
 		c, err := b.elems[i].build(p, next)
@@ -228,18 +205,17 @@ type Pipeline struct {
 
 	// Cores, when above 0, is how many processors the segments share. The
 	// model then bounds the overlapped rate by Cores units per Σ t_i, the
-	// stages' whole time for a unit (Parallel workers undivided): like
+	// stages' whole time for a unit: like
 	// model.Cascade.AtDepth, no more than Cores units are worked on at once.
 	// 0 gives each segment a processor of its own, like the paper's hardware
 	// nodes. Set runtime.GOMAXPROCS(0) for stages that compute; leave 0 for
 	// stages that mostly wait (on a network, a disk).
 	Cores int
 
-	nodes    []*node
-	segs     []*segment
-	e2e      *Histogram
-	running  atomic.Bool
-	progress atomic.Uint64
+	nodes   []*node
+	segs    []*segment
+	e2e     *Histogram
+	running atomic.Bool
 	runState
 }
 

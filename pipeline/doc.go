@@ -9,17 +9,17 @@
 //   - Inline: the stage runs on the upstream stage's goroutine, one unit at
 //     a time, so the two take turns (store-and-forward; the model adds their
 //     times, 1/V = Σ 1/V_i: model.Series).
-//   - Ring, Chan, Through (a caller's Queue) or FIFO (package fifo, for
-//     sector units): the stage runs on its own goroutine behind a bounded
-//     queue, so the two work at once on successive units (the model takes
+//   - Ring: the stage runs on its own goroutine behind a bounded ring of
+//     units, so the two work at once on successive units (the model takes
 //     the slowest, after the first unit has filled the pipeline: pipelined
 //     with fill, model.Overlap).
 //
-// Parallel runs one stage on several goroutines at once, units dealt to the
-// workers in turn and put back in order after it: commands in flight to a
-// server that answers them concurrently.
+// examples/nhd runs each host lane as a pipeline host -> bridge -> verify
+// with inline links and instrumentation, and reads its latency quantiles
+// from Histogram. The datapath inside a bridge (DMA streaming, read-ahead,
+// write-behind) is package bridge's, not this package's.
 //
-// A pipeline is built with From, Then (or Parallel) and To and run with Run:
+// A pipeline is built with From, Then and To and run with Run:
 //
 //	l := pipeline.From("host", commands)                 // Source[*Cmd]
 //	f := pipeline.Then(l, pipeline.Inline(), "ata", front) // Stage[*Cmd, *Cmd]
@@ -55,6 +55,6 @@
 // # Allocation
 //
 // A run allocates when it starts (goroutines, contexts, its report) and not
-// per unit: units travel by value through rings and channels of a fixed
-// size, and a Histogram is a fixed array.
+// per unit: units travel by value through rings of a fixed size, and a
+// Histogram is a fixed array.
 package pipeline

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"time"
 
-	"github.com/nhdkit/nhd/fifo"
 	"github.com/nhdkit/nhd/pipeline"
 )
 
@@ -116,52 +114,6 @@ func ExampleHistogram() {
 	// 504µs 991µs 991µs
 }
 
-// Sectors cross a FIFO link (package fifo) from the goroutine that reads
-// them to the one that checksums them in place, in the FIFO's memory.
-func ExampleFIFO() {
-	f, err := fifo.New(fifo.Config{Blocks: 64, BlockSize: 512})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	sector := make([]byte, 512)
-	n := 0
-	read := pipeline.SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) {
-		if n == 1000 {
-			return nil, io.EOF
-		}
-		for i := range sector {
-			sector[i] = byte(n + i)
-		}
-		n++
-		return sector, nil // copied into the FIFO: the buffer can be reused
-	})
-	var sum uint32
-	crc := pipeline.SinkFunc[[]byte](func(ctx context.Context, b []byte) error {
-		sum = crc32.Update(sum, crc32.IEEETable, b)
-		return nil
-	})
-	p, err := pipeline.From("read", read).To(pipeline.FIFO(f), "crc", crc)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	rep, err := p.Run(context.Background())
-	fmt.Println(p, rep.Units, err)
-
-	var want uint32 // the same checksum without a pipeline
-	for k := range 1000 {
-		for i := range sector {
-			sector[i] = byte(k + i)
-		}
-		want = crc32.Update(want, crc32.IEEETable, sector)
-	}
-	fmt.Println(sum == want)
-	// Output:
-	// read -> fifo(64) -> crc 1000 <nil>
-	// true
-}
-
 // With Instrument on, the report has each stage's time and rate, the
 // model's prediction for the configuration beside the measured rate, and
 // the bottleneck. The numbers depend on the machine; this prints the parts
@@ -201,33 +153,4 @@ func ExampleReport() {
 	// 300 1228800 B/s <nil>
 	// bottleneck: back true
 	// model within 25%: true
-}
-
-// A Parallel stage runs on several goroutines at once, each with a Stage of
-// its own (a connection each, say); the units come out in stream order.
-func ExampleParallel() {
-	fetch := func(worker int) pipeline.Stage[int, string] {
-		return pipeline.StageFunc[int, string](func(ctx context.Context, block int) (string, error) {
-			time.Sleep(time.Duration(block%3) * time.Millisecond) // answers out of order
-			return fmt.Sprintf("block %d", block), nil
-		})
-	}
-	var got []string
-	l := pipeline.Parallel(pipeline.From("requests", &numbers{n: 8}), 2, "fetch", 4, fetch)
-	p, err := l.To(pipeline.Ring(2), "collect", pipeline.SinkFunc[string](func(ctx context.Context, s string) error {
-		got = append(got, s)
-		return nil
-	}))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	rep, err := p.Run(context.Background())
-	fmt.Println(p)
-	fmt.Println(got, err)
-	fmt.Println(rep.Stages[1].Workers, rep.Stages[1].Units)
-	// Output:
-	// requests -> parallel(4x2) -> fetch -> ring(2) -> collect
-	// [block 1 block 2 block 3 block 4 block 5 block 6 block 7 block 8] <nil>
-	// 4 8
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"runtime"
 	"sync/atomic"
-
-	"github.com/nhdkit/nhd/fifo"
 )
 
 // LinkKind says how a stage is connected to the stage before it.
@@ -20,22 +18,11 @@ const (
 	// LinkRing runs the stage on its own goroutine behind a bounded
 	// single-producer, single-consumer ring of units.
 	LinkRing
-	// LinkChan runs the stage on its own goroutine behind a buffered channel.
-	LinkChan
-	// LinkQueue runs the stage on its own goroutine behind a caller's Queue.
-	LinkQueue
-	// LinkFIFO runs the stage on its own goroutine behind a sector FIFO
-	// (package fifo); units are []byte of exactly one block, copied into the
-	// FIFO by the upstream goroutine and handed on in place.
-	LinkFIFO
-	// LinkParallel runs the stage on several goroutines at once, each behind
-	// a ring of its own (see Parallel).
-	LinkParallel
 )
 
-var linkKindNames = [...]string{"inline", "ring", "chan", "queue", "fifo", "parallel"}
+var linkKindNames = [...]string{"inline", "ring"}
 
-// String returns "inline", "ring", "chan", "queue", "fifo" or "parallel".
+// String returns "inline" or "ring".
 func (k LinkKind) String() string {
 	if int(k) < len(linkKindNames) {
 		return linkKindNames[k]
@@ -54,8 +41,6 @@ func (k LinkKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil
 type Link struct {
 	kind     LinkKind
 	capacity int
-	workers  int // Parallel's goroutines
-	queue    any // a Queue[T] or a *fifo.FIFO
 }
 
 // Inline returns the synchronous link: the stage runs on the upstream
@@ -68,36 +53,6 @@ func Inline() Link { return Link{} }
 // power of two). It is the fastest link for units of any type.
 func Ring(capacity int) Link { return Link{kind: LinkRing, capacity: capacity} }
 
-// Chan returns an overlapped link through a Go channel of capacity units.
-func Chan(capacity int) Link { return Link{kind: LinkChan, capacity: capacity} }
-
-// Through returns an overlapped link through q, which must carry the
-// upstream stage's unit type exactly (checked when the pipeline is built).
-func Through[T any](q Queue[T]) Link {
-	l := Link{kind: LinkQueue, queue: q}
-	if q != nil {
-		l.capacity = q.Cap()
-	}
-	return l
-}
-
-// FIFO returns an overlapped link through f for units of type []byte that
-// are exactly f.BlockSize() long (sectors). The upstream goroutine copies
-// each unit into a reserved block and commits it; the downstream goroutine
-// peeks blocks in batches and hands each on in place, releasing the batch
-// when every unit in it has been through the stages inline after the link:
-// a unit must be copied before it crosses a Ring or Chan link (a FIFO link
-// copies).
-// The pipeline owns f while it runs and Resets it at the start of every
-// run; f must serve no other pipeline.
-func FIFO(f *fifo.FIFO) Link {
-	l := Link{kind: LinkFIFO, queue: f}
-	if f != nil {
-		l.capacity = f.Cap()
-	}
-	return l
-}
-
 // Kind returns the link's kind.
 func (l Link) Kind() LinkKind { return l.kind }
 
@@ -107,42 +62,12 @@ func (l Link) Cap() int { return l.capacity }
 // Overlapped reports whether the link puts the stage on its own goroutine.
 func (l Link) Overlapped() bool { return l.kind != LinkInline }
 
-// Workers returns how many goroutines run the stage: Parallel's workers,
-// otherwise 1.
-func (l Link) Workers() int { return max(l.workers, 1) }
-
-// String returns the kind and the capacity, "inline", "ring(64)", or
-// "parallel(4x8)" for 4 workers behind rings of 8.
+// String returns the kind and the capacity: "inline", "ring(64)".
 func (l Link) String() string {
-	switch l.kind {
-	case LinkInline:
+	if l.kind == LinkInline {
 		return "inline"
-	case LinkParallel:
-		return fmt.Sprintf("parallel(%dx%d)", l.workers, l.capacity)
 	}
 	return fmt.Sprintf("%v(%d)", l.kind, l.capacity)
-}
-
-// Queue is a bounded FIFO queue of units between one producer goroutine
-// and one consumer goroutine, for links the package does not provide.
-//
-// Put blocks while the queue is full; Get blocks while it is empty and
-// returns io.EOF once the queue is closed and drained. Both return promptly
-// with ctx's error once ctx is done. Release tells the queue the consumer is
-// finished with the unit the last Get returned (a queue that lends memory
-// may reuse it then). Close is called by the producer after its last Put.
-// Reset empties and reopens the queue; the pipeline calls it before each
-// run, with neither side active. Cap is the capacity in units and must not
-// change. The queue must give the happens-before edges a channel does: a Get
-// follows the Put of its unit, and the Put that fills the slot of unit i
-// follows the Get of unit i-Cap().
-type Queue[T any] interface {
-	Put(ctx context.Context, v T) error
-	Get(ctx context.Context) (T, error)
-	Release()
-	Close()
-	Reset()
-	Cap() int
 }
 
 // link is the pipeline's side of a queue between two goroutines: it carries
@@ -194,35 +119,6 @@ func newLink[T any](l Link) (link[T], error) {
 			return nil, fmt.Errorf("%w: ring capacity %d < 1", ErrLink, l.capacity)
 		}
 		return newRing[T](l.capacity), nil
-	case LinkChan:
-		if l.capacity < 1 {
-			return nil, fmt.Errorf("%w: chan capacity %d < 1", ErrLink, l.capacity)
-		}
-		return &chanLink[T]{capacity: l.capacity}, nil
-	case LinkQueue:
-		if l.queue == nil {
-			return nil, fmt.Errorf("%w: nil queue", ErrLink)
-		}
-		q, ok := l.queue.(Queue[T])
-		if !ok {
-			var zero T
-			return nil, fmt.Errorf("%w: queue %T does not carry %T", ErrLink, l.queue, zero)
-		}
-		if q.Cap() < 1 {
-			return nil, fmt.Errorf("%w: queue capacity %d < 1", ErrLink, q.Cap())
-		}
-		return &queueLink[T]{q: q, stamps: make([]stamp, q.Cap()+2)}, nil
-	case LinkFIFO:
-		f, _ := l.queue.(*fifo.FIFO)
-		if f == nil {
-			return nil, fmt.Errorf("%w: nil FIFO", ErrLink)
-		}
-		var zero T
-		if _, ok := any(zero).([]byte); !ok {
-			return nil, fmt.Errorf("%w: a FIFO carries []byte, not %T", ErrLink, zero)
-		}
-		var fl any = newFIFOLink(f)
-		return fl.(link[T]), nil
 	}
 	return nil, fmt.Errorf("%w: kind %v", ErrLink, l.kind)
 }
@@ -434,197 +330,3 @@ func (r *ring[T]) release() {
 
 // ptailSnapshot is the producer's published tail, read by the consumer.
 func (r *ring[T]) ptailSnapshot() uint64 { return r.tail.Load() }
-
-// chanLink is a link through a buffered channel.
-type chanLink[T any] struct {
-	cutFlag
-	pwait, cwait bool
-	capacity     int
-	ch           chan item[T]
-}
-
-func (c *chanLink[T]) reset() {
-	c.ch = make(chan item[T], c.capacity)
-	c.cut.Store(false)
-}
-
-// put and get try the channel alone first: a select of one case and a
-// default is much cheaper than one that also watches ctx.
-func (c *chanLink[T]) putWaited() bool { return c.pwait }
-func (c *chanLink[T]) getWaited() bool { return c.cwait }
-
-func (c *chanLink[T]) put(ctx context.Context, v T, st stamp) error {
-	c.pwait = false
-	select {
-	case c.ch <- item[T]{v, st}:
-		return nil
-	default:
-	}
-	c.pwait = true
-	select {
-	case c.ch <- item[T]{v, st}:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-func (c *chanLink[T]) get(ctx context.Context) (T, stamp, error) {
-	var (
-		it item[T]
-		ok bool
-	)
-	c.cwait = false
-	select {
-	case it, ok = <-c.ch:
-	default:
-		c.cwait = true
-		select {
-		case it, ok = <-c.ch:
-		case <-ctx.Done():
-			return it.v, stamp{}, context.Cause(ctx)
-		}
-	}
-	if !ok {
-		return it.v, stamp{}, c.end()
-	}
-	return it.v, it.stamp, nil
-}
-
-func (c *chanLink[T]) release() {}
-func (c *chanLink[T]) close(cut bool) {
-	c.cut.Store(cut)
-	close(c.ch)
-}
-
-// queueLink is a link through a caller's Queue. Entry times travel in a side
-// ring of Cap()+2 slots: the producer writes slot p before it puts unit p,
-// which it can only do after the consumer took unit p-Cap()-1, and the
-// consumer reads the time of unit p-Cap()-2 before it takes unit
-// p-Cap()-1, so the two never touch a slot at the same time.
-type queueLink[T any] struct {
-	cutFlag
-	q          Queue[T]
-	stamps     []stamp
-	pseq, cseq uint64
-}
-
-func (l *queueLink[T]) reset() {
-	l.q.Reset()
-	l.cut.Store(false)
-	l.pseq, l.cseq = 0, 0
-}
-
-func (l *queueLink[T]) put(ctx context.Context, v T, st stamp) error {
-	l.stamps[l.pseq%uint64(len(l.stamps))] = st
-	if err := l.q.Put(ctx, v); err != nil {
-		return err
-	}
-	l.pseq++
-	return nil
-}
-
-func (l *queueLink[T]) get(ctx context.Context) (T, stamp, error) {
-	v, err := l.q.Get(ctx)
-	if err == io.EOF {
-		return v, stamp{}, l.end()
-	}
-	if err != nil {
-		return v, stamp{}, err
-	}
-	st := l.stamps[l.cseq%uint64(len(l.stamps))]
-	l.cseq++
-	return v, st, nil
-}
-
-func (l *queueLink[T]) release()        { l.q.Release() }
-func (l *queueLink[T]) putWaited() bool { return true } // the Queue does not say
-func (l *queueLink[T]) getWaited() bool { return true }
-func (l *queueLink[T]) close(cut bool) {
-	l.cut.Store(cut)
-	l.q.Close()
-}
-
-// fifoBatch is how many blocks a FIFO link's consumer peeks at once.
-const fifoBatch = 64
-
-// fifoLink is a link through a sector FIFO. Entry times travel in a side
-// array indexed like the FIFO's blocks: the producer writes a block's time
-// before committing it and the consumer reads it before releasing it, so
-// the FIFO's own hand-off orders every access.
-type fifoLink struct {
-	cutFlag
-	f      *fifo.FIFO
-	bs     int
-	stamps []stamp
-	pseq   uint64
-	cseq   uint64
-	batch  []byte // blocks peeked and not yet released
-	off    int    // bytes of batch already handed on
-	done   int    // bytes of batch handed on and released by the pipeline
-}
-
-func newFIFOLink(f *fifo.FIFO) *fifoLink {
-	return &fifoLink{f: f, bs: f.BlockSize(), stamps: make([]stamp, f.Cap())}
-}
-
-func (l *fifoLink) reset() {
-	l.f.Reset()
-	l.cut.Store(false)
-	l.pseq, l.cseq = 0, 0
-	l.batch, l.off, l.done = nil, 0, 0
-}
-
-func (l *fifoLink) put(ctx context.Context, v []byte, st stamp) error {
-	if len(v) != l.bs {
-		return fmt.Errorf("%w: %d bytes, block is %d", ErrUnitSize, len(v), l.bs)
-	}
-	b, err := l.f.Reserve(ctx)
-	if err != nil {
-		return err
-	}
-	copy(b, v)
-	l.stamps[l.pseq%uint64(len(l.stamps))] = st
-	if err := l.f.Commit(1); err != nil {
-		return err
-	}
-	l.pseq++
-	return nil
-}
-
-func (l *fifoLink) get(ctx context.Context) ([]byte, stamp, error) {
-	if l.off == len(l.batch) {
-		if l.done > 0 {
-			if err := l.f.Release(l.done / l.bs); err != nil {
-				return nil, stamp{}, err
-			}
-		}
-		l.batch, l.off, l.done = nil, 0, 0
-		// Take what is there without waiting for a full batch: a source
-		// may wait for the sink before it produces more.
-		b, err := l.f.TryPeekN(fifoBatch)
-		if err == fifo.ErrEmpty {
-			b, err = l.f.PeekN(ctx, 1)
-		}
-		if err == io.EOF {
-			return nil, stamp{}, l.end()
-		}
-		if err != nil {
-			return nil, stamp{}, err
-		}
-		l.batch = b
-	}
-	v := l.batch[l.off : l.off+l.bs : l.off+l.bs]
-	l.off += l.bs
-	st := l.stamps[l.cseq%uint64(len(l.stamps))]
-	l.cseq++
-	return v, st, nil
-}
-
-func (l *fifoLink) release()        { l.done += l.bs }
-func (l *fifoLink) putWaited() bool { return true } // the FIFO does not say
-func (l *fifoLink) getWaited() bool { return true }
-func (l *fifoLink) close(cut bool) {
-	l.cut.Store(cut)
-	l.f.Close()
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"testing"
 	"time"
 
@@ -18,13 +17,8 @@ var errBoom = errors.New("test: boom")
 // genLink draws any link for int units.
 func genLink(t *rapid.T, label string) Link {
 	c := rapid.IntRange(1, 9).Draw(t, label+" capacity")
-	switch rapid.IntRange(0, 3).Draw(t, label) {
-	case 1:
+	if rapid.Bool().Draw(t, label) {
 		return Ring(c)
-	case 2:
-		return Chan(c)
-	case 3:
-		return Through[int](newChanQueue[int](c))
 	}
 	return Inline()
 }
@@ -77,24 +71,16 @@ func (s *unitSink) Consume(ctx context.Context, u unit) error {
 	return nil
 }
 
-// genUnitLink draws any link for units; after a Parallel stage only a Ring.
-func genUnitLink(t *rapid.T, label string, afterParallel bool) Link {
+// genUnitLink draws any link for units.
+func genUnitLink(t *rapid.T, label string) Link {
 	c := rapid.IntRange(1, 9).Draw(t, label+" capacity")
-	if afterParallel {
+	if rapid.Bool().Draw(t, label) {
 		return Ring(c)
-	}
-	switch rapid.IntRange(0, 3).Draw(t, label) {
-	case 1:
-		return Ring(c)
-	case 2:
-		return Chan(c)
-	case 3:
-		return Through[unit](newChanQueue[unit](c))
 	}
 	return Inline()
 }
 
-// TestPropertyOutputs: any mix of inline, overlapped and parallel links
+// TestPropertyOutputs: any mix of inline and overlapped links
 // produces the outputs of composing the stage functions directly, in order;
 // a failure at stage f on unit k leaves every stage's count, state and the
 // sink's output exactly as the contract says.
@@ -108,7 +94,6 @@ func TestPropertyOutputs(t *testing.T) {
 		src := &unitSource{n: n, failAt: -1}
 		l := From("src", Source[unit](src))
 		fns := make([]*affine, m)
-		parallel := make([]bool, nodes)
 		for i := range fns {
 			f := &affine{
 				a:      rapid.IntRange(-3, 3).Draw(t, "a"),
@@ -117,18 +102,10 @@ func TestPropertyOutputs(t *testing.T) {
 			}
 			fns[i] = f
 			name := fmt.Sprintf("f%d", i+1)
-			if !parallel[i] && rapid.IntRange(0, 4).Draw(t, "parallel") == 0 {
-				parallel[i+1] = true
-				workers := rapid.IntRange(1, 4).Draw(t, "workers")
-				c := rapid.IntRange(1, 5).Draw(t, "capacity")
-				// The workers share f: it is read-only during a run.
-				l = Parallel(l, c, name, workers, func(int) Stage[unit, unit] { return f })
-				continue
-			}
-			l = Then(l, genUnitLink(t, "link", parallel[i]), name, Stage[unit, unit](f))
+			l = Then(l, genUnitLink(t, "link"), name, Stage[unit, unit](f))
 		}
 		sink := &unitSink{failAt: -1}
-		p, err := l.To(genUnitLink(t, "sink link", parallel[nodes-2]), "sink", sink)
+		p, err := l.To(genUnitLink(t, "sink link"), "sink", sink)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,13 +138,13 @@ func TestPropertyOutputs(t *testing.T) {
 			p.Instrument = rapid.Bool().Draw(t, "instrument")
 			p.AbortOnError = rapid.Bool().Draw(t, "abort on error")
 			r, err := p.Run(context.Background())
-			checkRun(t, r, err, want, sink.got, fail, failAt, p.AbortOnError, parallel)
+			checkRun(t, r, err, want, sink.got, fail, failAt, p.AbortOnError)
 		}
 	})
 }
 
 // checkRun checks one run of TestPropertyOutputs against the contract.
-func checkRun(t *rapid.T, r Report, err error, want, got []int, fail, failAt int, abort bool, parallel []bool) {
+func checkRun(t *rapid.T, r Report, err error, want, got []int, fail, failAt int, abort bool) {
 	n := len(want)
 	failed := fail >= 0 && failAt < n
 	if !failed {
@@ -208,7 +185,7 @@ func checkRun(t *rapid.T, r Report, err error, want, got []int, fail, failAt int
 			t.Fatalf("stage %d: %d units, %d dropped, next took %d", i, r.Stages[i].Units, r.Stages[i].Dropped, taken)
 		}
 	}
-	if !abort && !slices.Contains(parallel, true) {
+	if !abort {
 		// Draining, nothing is dropped after the failed stage.
 		for i := fail; i < len(r.Stages); i++ {
 			if r.Stages[i].Dropped != 0 {
@@ -237,10 +214,7 @@ func checkRun(t *rapid.T, r Report, err error, want, got []int, fail, failAt int
 	for i, s := range r.Stages {
 		switch {
 		case i == fail:
-			// Workers of a parallel stage may complete units past the
-			// failed one; they are dropped.
-			if s.State != StateFailed || s.Err != errBoom.Error() ||
-				s.Units < uint64(failAt) || (!parallel[i] && s.Units != uint64(failAt)) {
+			if s.State != StateFailed || s.Err != errBoom.Error() || s.Units != uint64(failAt) {
 				t.Fatalf("failed stage %d: %+v", i, s)
 			}
 		case i > fail:
@@ -278,14 +252,11 @@ var cmpEmpty = cmp.Comparer(func(a, b []int) bool {
 	return true
 })
 
-// linkMakers returns a maker of fresh links of each kind for int units
-// (a Through link's queue serves one link only).
+// linkMakers returns a maker of fresh links of each kind for int units.
 func linkMakers(capacity int) []func() Link {
 	return []func() Link{
 		Inline,
 		func() Link { return Ring(capacity) },
-		func() Link { return Chan(capacity) },
-		func() Link { return Through[int](newChanQueue[int](capacity)) },
 	}
 }
 
@@ -407,7 +378,7 @@ func TestRunAgain(t *testing.T) {
 	sink := &collect[int]{}
 	l := Then(From("src", Source[int](src)), Ring(4), "double", StageFunc[int, int](
 		func(ctx context.Context, x int) (int, error) { return 2 * x, nil }))
-	p, err := l.To(Chan(3), "sink", sink)
+	p, err := l.To(Ring(3), "sink", sink)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,22 +432,13 @@ func TestBuildErrors(t *testing.T) {
 		}, ErrNil},
 		{"nil sink", func() (*Pipeline, error) { return From("s", src).To(Inline(), "k", nil) }, ErrNil},
 		{"ring 0", func() (*Pipeline, error) { return From("s", src).To(Ring(0), "k", sink) }, ErrLink},
-		{"chan -1", func() (*Pipeline, error) { return Then(From("s", src), Chan(-1), "x", id).To(Inline(), "k", sink) }, ErrLink},
-		{"queue of the wrong type", func() (*Pipeline, error) {
-			return From("s", src).To(Through[string](newChanQueue[string](2)), "k", sink)
-		}, ErrLink},
-		{"nil queue", func() (*Pipeline, error) { return From("s", src).To(Through[int](nil), "k", sink) }, ErrLink},
+		{"ring -1", func() (*Pipeline, error) { return Then(From("s", src), Ring(-1), "x", id).To(Inline(), "k", sink) }, ErrLink},
 		{"size after extending", func() (*Pipeline, error) {
 			l := From("s", src)
 			l2 := Then(l, Inline(), "a", id)
 			l.Size(func(int) int { return 8 })
 			return l2.To(Inline(), "k", sink)
 		}, ErrUsed},
-		{"queue used twice", func() (*Pipeline, error) {
-			q := Through[int](newChanQueue[int](2))
-			return Then(From("s", src), q, "x", id).To(q, "k", sink)
-		}, ErrLink},
-		{"nil fifo", func() (*Pipeline, error) { return From("s", src).To(FIFO(nil), "k", sink) }, ErrLink},
 		{"line extended twice", func() (*Pipeline, error) {
 			l := From("s", src)
 			_ = Then(l, Inline(), "a", id)
@@ -497,14 +459,12 @@ func TestStrings(t *testing.T) {
 	for _, tt := range []struct{ got, want string }{
 		{Inline().String(), "inline"},
 		{Ring(64).String(), "ring(64)"},
-		{Chan(3).String(), "chan(3)"},
-		{Through[int](newChanQueue[int](5)).String(), "queue(5)"},
 		{StateDone.String(), "done"},
 		{StateFailed.String(), "failed"},
 		{StateStopped.String(), "stopped"},
 		{StateIdle.String(), "idle"},
 		{State(9).String(), "State(9)"},
-		{LinkFIFO.String(), "fifo"},
+		{LinkRing.String(), "ring"},
 		{LinkKind(9).String(), "LinkKind(9)"},
 		{(&StageError{Stage: "crc", Index: 2, Unit: 7, Err: errBoom}).Error(), `pipeline: stage 2 "crc", unit 7: test: boom`},
 	} {
@@ -525,37 +485,6 @@ func TestSourceWrappedEOFFails(t *testing.T) {
 	}
 	if _, err := p.Run(context.Background()); !errors.Is(err, wrapped) {
 		t.Fatalf("Run: %v", err)
-	}
-}
-
-func TestProgress(t *testing.T) {
-	checkNoLeaks(t)
-	gate := make(chan struct{})
-	var p *Pipeline
-	seen := make(chan uint64, 1)
-	sink := SinkFunc[int](func(ctx context.Context, v int) error {
-		if v == 200 {
-			seen <- p.Progress() // from another goroutine in a real program
-			<-gate
-		}
-		return nil
-	})
-	p, err := From("src", Source[int](&counter{n: 1000})).To(Ring(8), "sink", sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		got := <-seen
-		if got != 192 { // 200 consumed, published every 64
-			t.Errorf("Progress during the run: %d, want 192", got)
-		}
-		close(gate)
-	}()
-	if _, err := p.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if p.Progress() != 1000 {
-		t.Errorf("Progress after the run: %d", p.Progress())
 	}
 }
 

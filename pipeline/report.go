@@ -25,7 +25,7 @@ import (
 // unit's trip through every segment plus N-1 units at the slowest
 // segment's pace (model.Overlap with one unit per chunk: pipelined with
 // fill), and, when the segments share Cores processors, no faster than
-// Cores units per Σ t_i (every stage's whole time, workers undivided). Predicted is that rate; Measured is what the
+// Cores units per Σ t_i. Predicted is that rate; Measured is what the
 // sink saw over the wall time of the run; ModelError compares them.
 type Report struct {
 	Pipeline     string        `json:"pipeline"`      // the stages and links, as Pipeline.String
@@ -56,7 +56,6 @@ type StageReport struct {
 	Index   int           `json:"index"`
 	Link    string        `json:"link"`    // how it takes its input: "inline", "ring(64)"; "" for the source
 	Segment int           `json:"segment"` // the goroutine it runs on, from 0
-	Workers int           `json:"workers"` // goroutines running it: Parallel's workers, else 1
 	State   State         `json:"state"`
 	Err     string        `json:"error"`   // its own error when it failed
 	Units   uint64        `json:"units"`   // units it completed
@@ -66,8 +65,8 @@ type StageReport struct {
 	WaitIn  time.Duration `json:"wait_in_ns"`  // blocked on an empty link before it
 	WaitOut time.Duration `json:"wait_out_ns"` // blocked on a full link after it
 	Queued  time.Duration `json:"queued_ns"`   // its units' time in the link before it, from put to get
-	PerUnit time.Duration `json:"per_unit_ns"` // Busy/Units (Busy adds up the workers' time)
-	Rate    model.Rate    `json:"rate"`        // UnitBytes·Workers/PerUnit: its rate on its own
+	PerUnit time.Duration `json:"per_unit_ns"` // Busy/Units
+	Rate    model.Rate    `json:"rate"`        // UnitBytes/PerUnit: its rate on its own
 	Share   float64       `json:"share"`       // its part of the series time per unit
 	Latency Latency       `json:"latency"`     // per unit in the stage
 }
@@ -101,7 +100,7 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 	sink := p.nodes[len(p.nodes)-1]
 	r.Units = sink.units
 	for i, n := range p.nodes {
-		s := StageReport{Name: n.name, Index: i, Segment: n.seg, Workers: n.link.Workers(), State: n.state, Units: n.units}
+		s := StageReport{Name: n.name, Index: i, Segment: n.seg, State: n.state, Units: n.units}
 		if i > 0 {
 			s.Link = n.link.String()
 		}
@@ -170,7 +169,6 @@ func (p *Pipeline) predict(r *Report) {
 			if s.Units == 0 {
 				d = s.Busy // a stage that failed on its first unit
 			}
-			d /= time.Duration(s.Workers) // workers share the units
 			all = append(all, model.NewNode(s.Name, model.PerUnit(s.Name, k, d)))
 		}
 		// A segment's stages take turns on each unit: in series.
@@ -199,8 +197,7 @@ func (p *Pipeline) predict(r *Report) {
 		n := int64(r.Units)
 		r.Predicted = model.Overlap("pipeline", k, segs...).Rate(n*k) * model.Rate(scale)
 		if p.Cores > 0 {
-			// Each unit needs every stage's whole time on some processor
-			// (a Parallel stage's workers share processors too).
+			// Each unit needs every stage's whole time on some processor.
 			var work time.Duration
 			for _, s := range r.Stages {
 				if s.Units > 0 {

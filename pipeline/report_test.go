@@ -177,24 +177,6 @@ latency end to end: p50 496µs, p99 991µs, p99.9 991µs, max 999µs
 	}
 }
 
-func TestWriteComparison(t *testing.T) {
-	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	slow := fakeRun(t, 1000, 4096, per, 8200*time.Microsecond, 0)
-	fast := fakeRun(t, 1000, 4096, per, 4100*time.Microsecond, 0)
-	fast.Stages = fast.Stages[1:] // a variant without a source stage
-	var b strings.Builder
-	if err := WriteComparison(&b, []Variant{{"series", slow}, {"pipelined", fast}}); err != nil {
-		t.Fatal(err)
-	}
-	want := `  variant (MiB/s)   src     a     b  sink  model  measured    error  speed-up
-           series  3906  1302  1953  7812    976     476.4  +104.9%     1.00x
-        pipelined     -  1302  1953  7812    976     952.7    +2.4%     2.00x
-`
-	if diff := cmp.Diff(want, b.String()); diff != "" {
-		t.Errorf("comparison (-want +got):\n%s", diff)
-	}
-}
-
 func TestReportStage(t *testing.T) {
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
 	r := fakeRun(t, 10, 512, per, 40*time.Microsecond, 0)

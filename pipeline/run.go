@@ -81,8 +81,7 @@ func (p *Pipeline) fail(ctx context.Context, n *node, err error) error {
 
 // failUnit records err on unit of node n and cancels segment cancelSeg and
 // every one upstream (all of them with AbortOnError). Of several failures
-// of one node (workers of a Parallel stage) the one of the earliest unit is
-// kept.
+// of one node the one of the earliest unit is kept.
 func (p *Pipeline) failUnit(ctx context.Context, n *node, unit uint64, err error, cancelSeg int) error {
 	if ctx.Err() != nil {
 		return errStop
@@ -103,13 +102,6 @@ func (p *Pipeline) failUnit(ctx context.Context, n *node, unit uint64, err error
 		p.segs[cancelSeg].cancel() // this segment and every one upstream
 	}
 	return se
-}
-
-// failed reports whether stage i has failed in this run.
-func (p *Pipeline) failed(i int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nodes[i].err != nil
 }
 
 // sourceHead runs a segment that starts with the source.
@@ -156,22 +148,12 @@ func (h *sourceHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
 
 // linkHead runs a segment that starts after an overlapped link.
 type linkHead[T any] struct {
-	up   *segment // the segment before the link
-	nd   *node    // the segment's first stage
+	nd   *node // the segment's first stage
 	lk   link[T]
 	next consumer[T]
 }
 
 func (h *linkHead[T]) run(ctx context.Context, halt *atomic.Bool) error {
-	// When the stage before the link failed, nothing there may wait for
-	// this segment once it ends: workers of a Parallel stage past the failed
-	// unit may still wait for room. (After a plain link the upstream
-	// segment has ended already.)
-	defer func() {
-		if h.nd.pl.failed(h.nd.index - 1) {
-			h.up.cancel()
-		}
-	}()
 	st := h.nd.stats
 	var t int64
 	if st != nil {
@@ -268,9 +250,6 @@ func (n *sinkNode[T]) push(ctx context.Context, v T, origin, t int64) (int64, er
 		return t, n.p.fail(ctx, n.nd, err)
 	}
 	n.nd.units++
-	if n.nd.units&(progressEvery-1) == 0 {
-		n.p.progress.Store(n.nd.units)
-	}
 	if st := n.nd.stats; st != nil {
 		t1 := now()
 		st.busy += t1 - t
@@ -283,15 +262,6 @@ func (n *sinkNode[T]) push(ctx context.Context, v T, origin, t int64) (int64, er
 	}
 	return t, nil
 }
-
-// progressEvery is how often, in units, the sink publishes its count for
-// Progress: a power of two.
-const progressEvery = 64
-
-// Progress returns how many units the sink has consumed in the current or
-// last run. It is safe to call from any goroutine while Run is in progress
-// (for a progress line); during a run it lags by up to 63 units.
-func (p *Pipeline) Progress() uint64 { return p.progress.Load() }
 
 // run state kept on the Pipeline while Run is in progress.
 type runState struct {
@@ -318,9 +288,54 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 		return Report{}, ErrRunning
 	}
 	defer p.running.Store(false)
+	p.reset()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	p.cancel = cancel
+	p.contexts(runCtx)
 
+	var cpu0 time.Duration
+	if p.Instrument {
+		cpu0 = cpuTime()
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	last := len(p.segs) - 1
+	for i := range last {
+		wg.Go(func() { p.segs[i].run() })
+	}
+	p.segs[last].run()
+	wg.Wait()
+	wall := time.Since(start)
+	var cpu time.Duration
+	if p.Instrument {
+		cpu = cpuTime() - cpu0
+	}
+	for i := range p.segs {
+		p.segs[i].cancel()
+	}
+	cancel(nil)
+
+	var err error
+	switch {
+	case p.first != nil:
+		err = p.first
+	case ctx.Err() != nil && p.nodes[len(p.nodes)-1].state == StateStopped:
+		// A context done after the sink saw the end did not stop the run.
+		err = context.Cause(ctx)
+	}
+	r := p.report(wall, err)
+	r.CPU = cpu
+	for i := range p.segs {
+		p.segs[i].ctx, p.segs[i].cancel = nil, nil
+	}
+	p.cancel = nil
+	return r, err
+}
+
+// reset clears what the last run left in the stages, their statistics and
+// the links.
+func (p *Pipeline) reset() {
 	p.first = nil
-	p.progress.Store(0)
 	for _, n := range p.nodes {
 		n.units, n.state, n.err = 0, StateIdle, nil
 		switch {
@@ -344,55 +359,18 @@ func (p *Pipeline) Run(ctx context.Context) (Report, error) {
 			p.segs[i].link.reset()
 		}
 	}
-	// Each segment's context is a child of the next one's, so cancelling a
-	// segment stops it and everything upstream while the stages downstream
-	// drain what was already queued for them.
-	runCtx, cancel := context.WithCancelCause(ctx)
-	p.cancel = cancel
+}
+
+// contexts gives each segment its context under the run's. Each segment's
+// context is a child of the next one's, so cancelling a segment stops it
+// and everything upstream while the stages downstream drain what was
+// already queued for them.
+func (p *Pipeline) contexts(runCtx context.Context) {
 	parent := runCtx
 	for i := len(p.segs) - 1; i >= 0; i-- {
 		p.segs[i].ctx, p.segs[i].cancel = context.WithCancel(parent)
 		parent = p.segs[i].ctx
 	}
-
-	var cpu0 time.Duration
-	if p.Instrument {
-		cpu0 = cpuTime()
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	last := len(p.segs) - 1
-	for i := range last {
-		wg.Go(func() { p.segs[i].run() })
-	}
-	p.segs[last].run()
-	wg.Wait()
-	wall := time.Since(start)
-	var cpu time.Duration
-	if p.Instrument {
-		cpu = cpuTime() - cpu0
-	}
-
-	for i := range p.segs {
-		p.segs[i].cancel()
-	}
-	cancel(nil)
-
-	var err error
-	switch {
-	case p.first != nil:
-		err = p.first
-	case ctx.Err() != nil && p.nodes[len(p.nodes)-1].state == StateStopped:
-		// A context done after the sink saw the end did not stop the run.
-		err = context.Cause(ctx)
-	}
-	r := p.report(wall, err)
-	r.CPU = cpu
-	for i := range p.segs {
-		p.segs[i].ctx, p.segs[i].cancel = nil, nil
-	}
-	p.cancel = nil
-	return r, err
 }
 
 // run runs the segment to its end and records how its stages ended.
@@ -409,9 +387,6 @@ func (s *segment) run() {
 		// Nothing upstream may wait for a segment that has ended early
 		// (its context is done already, unless its input was cut).
 		s.cancel()
-	}
-	if s.last == len(s.p.nodes)-1 {
-		s.p.progress.Store(s.p.nodes[s.last].units)
 	}
 	if s.out != nil {
 		s.out.close(err == errStop)

@@ -24,8 +24,7 @@ type Source[T any] interface {
 // and must return promptly once ctx is done. A non-nil error stops the
 // pipeline: the unit is not handed on and the error is reported, wrapped in
 // a *StageError. Process must not retain in after it returns unless in is
-// its own (a unit that came through a FIFO link is memory of the FIFO, valid
-// only until Process and the stages inline after it return).
+// its own.
 type Stage[In, Out any] interface {
 	Process(ctx context.Context, in In) (Out, error)
 }
@@ -60,9 +59,8 @@ func (f SinkFunc[T]) Consume(ctx context.Context, v T) error { return f(ctx, v) 
 // Errors returned when a pipeline is built or run wrongly. Build errors are
 // returned by To, wrapped with the stage's name.
 var (
-	// ErrLink reports a link that cannot connect two stages: a capacity
-	// below 1, a nil queue, or a queue or FIFO whose unit type is not the
-	// type the upstream stage produces.
+	// ErrLink reports a link that cannot connect two stages: a ring of
+	// capacity below 1.
 	ErrLink = errors.New("pipeline: bad link")
 	// ErrNil reports a nil Source, Stage or Sink.
 	ErrNil = errors.New("pipeline: nil source, stage or sink")
@@ -72,9 +70,6 @@ var (
 	// ErrRunning is returned by Run while another Run of the same pipeline
 	// is in progress.
 	ErrRunning = errors.New("pipeline: already running")
-	// ErrUnitSize is the error of a stage whose unit does not fit the FIFO
-	// link after it: FIFO links carry units of exactly one block.
-	ErrUnitSize = errors.New("pipeline: unit is not one FIFO block")
 )
 
 // StageError is the error that stopped a pipeline: the stage that returned
