@@ -8,15 +8,15 @@ import (
 	"math"
 
 	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/dma"
 )
 
 // asyncBackend is a backend that keeps requests in flight from one
-// goroutine, each with a handle of its own (dma.AsyncReaderAt and
-// dma.AsyncWriterAt have these methods; *nbd.Client implements them).
+// goroutine, each with a handle of its own: a dma.AsyncReaderAt and
+// dma.AsyncWriterAt, such as *nbd.Client.
 type asyncBackend interface {
-	StartReadAt(ctx context.Context, p []byte, off int64) (uint64, error)
-	StartWriteAt(ctx context.Context, p []byte, off int64) (uint64, error)
-	Wait(ctx context.Context, h uint64) error
+	dma.AsyncReaderAt
+	dma.AsyncWriterAt
 }
 
 // AheadConfig sets up an Ahead.
@@ -95,8 +95,8 @@ type slot struct {
 	n     int
 	state slotState
 	seq   uint64
-	h     uint64 // the request's handle, with an async backend
-	err   error  // the request's result when made by a plain call, or the read's
+	h     dma.Handle // the request's handle, with an async backend
+	err   error      // the request's result when made by a plain call, or the read's
 }
 
 // ErrNoTrim is returned by Ahead.Trim when the backend cannot discard.
@@ -183,11 +183,9 @@ func (a *Ahead) wait(ctx context.Context, i int) {
 	s := &a.slots[i]
 	err := s.err
 	if a.async != nil && s.h != 0 {
+		// A wait that ctx ends abandons the request, which then no longer
+		// touches the buffer (the dma.AsyncReaderAt contract).
 		err = a.async.Wait(ctx, s.h)
-		if err != nil && ctx.Err() != nil {
-			// Abandoned: the request may still use the buffer.
-			s.buf = make([]byte, a.block)
-		}
 	}
 	s.h = 0
 	if s.state == slotReading {
