@@ -107,38 +107,7 @@ func (t *table) writeText(w io.Writer) {
 	}
 	tw.Flush()
 	for _, dir := range []string{"read", "write"} {
-		var first, series, chunks, across, fastest *row
-		for i := range t.Rows {
-			rw := &t.Rows[i]
-			if rw.Dir != dir {
-				continue
-			}
-			if first == nil {
-				first = rw
-			}
-			switch rw.Variant.Pipelining {
-			case bridge.AcrossCommands:
-				across = rw
-			case bridge.InChunks:
-				chunks = rw
-			default:
-				series = rw
-			}
-			if fastest == nil || rw.Measured > fastest.Measured {
-				fastest = rw
-			}
-		}
-		if first == nil {
-			continue
-		}
-		fmt.Fprintf(w, "%s: before -> after (series) x%.2f; pipelined vs series x%.2f in chunks, x%.2f across commands; the fastest (%s) reaches %.0f%% of the bare NBD client's %s MB/s one request at a time",
-			dir, float64(series.Measured/first.Measured), float64(chunks.Measured/series.Measured), float64(across.Measured/series.Measured),
-			strings.TrimPrefix(fastest.Variant.Name, "+ "), 100*float64(fastest.Measured/t.Bare[dir]), mib(t.Bare[dir]))
-		if ba := t.BareAhead[dir]; ba > 0 {
-			fmt.Fprintf(w, "; across commands, %.0f%% of its %s MB/s with %d in flight (the slower end alone, with a processor for each end, would give %s)",
-				100*float64(across.Measured/ba), mib(ba), t.Ahead, mib(across.Bound))
-		}
-		fmt.Fprintln(w)
+		t.writeSummary(w, dir)
 	}
 	if t.Chunk < t.BlockSize {
 		n := t.BlockSize / t.Chunk
@@ -172,4 +141,41 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// writeSummary writes the summary line of one direction: the speed-ups
+// before and after, and the fastest row against the bare client.
+func (t *table) writeSummary(w io.Writer, dir string) {
+	var first, series, chunks, across, fastest *row
+	for i := range t.Rows {
+		rw := &t.Rows[i]
+		if rw.Dir != dir {
+			continue
+		}
+		if first == nil {
+			first = rw
+		}
+		switch rw.Variant.Pipelining {
+		case bridge.AcrossCommands:
+			across = rw
+		case bridge.InChunks:
+			chunks = rw
+		default:
+			series = rw
+		}
+		if fastest == nil || rw.Measured > fastest.Measured {
+			fastest = rw
+		}
+	}
+	if first == nil {
+		return
+	}
+	fmt.Fprintf(w, "%s: before -> after (series) x%.2f; pipelined vs series x%.2f in chunks, x%.2f across commands; the fastest (%s) reaches %.0f%% of the bare NBD client's %s MB/s one request at a time",
+		dir, float64(series.Measured/first.Measured), float64(chunks.Measured/series.Measured), float64(across.Measured/series.Measured),
+		strings.TrimPrefix(fastest.Variant.Name, "+ "), 100*float64(fastest.Measured/t.Bare[dir]), mib(t.Bare[dir]))
+	if ba := t.BareAhead[dir]; ba > 0 {
+		fmt.Fprintf(w, "; across commands, %.0f%% of its %s MB/s with %d in flight (the slower end alone, with a processor for each end, would give %s)",
+			100*float64(across.Measured/ba), mib(ba), t.Ahead, mib(across.Bound))
+	}
+	fmt.Fprintln(w)
 }
