@@ -1,6 +1,9 @@
 package ata
 
-import "context"
+import (
+	"context"
+	"io"
+)
 
 // Config is what NewDevice needs.
 type Config struct {
@@ -36,6 +39,8 @@ type Device struct {
 	info    DeviceInfo
 	sector  int
 	track   tracker
+	src     io.ReaderAt // the engine's view of the backend: &track, or asyncReader{&track}
+	dst     io.WriterAt // &track, or asyncWriter{&track}
 	dsm     memWriter
 	flusher Flusher
 	syncer  Syncer
@@ -95,6 +100,13 @@ func NewDevice(c Config) (*Device, error) {
 		return nil, &infoError{"Sectors exceeds the backend's Size"}
 	}
 	d.track.b = c.Backend
+	d.src, d.dst = &d.track, &d.track
+	if ar, ok := c.Backend.(AsyncReaderAt); ok {
+		d.track.ar, d.src = ar, asyncReader{&d.track}
+	}
+	if aw, ok := c.Backend.(AsyncWriterAt); ok {
+		d.track.aw, d.dst = aw, asyncWriter{&d.track}
+	}
 	d.flusher, _ = c.Backend.(Flusher)
 	if d.flusher == nil {
 		d.syncer, _ = c.Backend.(Syncer)

@@ -90,9 +90,7 @@ func (d *Device) dispatch() {
 		d.succeed()
 	case CmdFlushCache, CmdFlushCacheExt:
 		if err := d.flush(); err != nil {
-			d.lastErr = err
-			d.fail(0, ErrorABRT, false)
-			d.status |= StatusDF
+			d.flushFailed(err, 0, false)
 			return
 		}
 		d.succeed()

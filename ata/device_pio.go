@@ -76,9 +76,7 @@ func (d *Device) blockDone() {
 func (d *Device) finishWrite() {
 	if d.cmd.FUA() || !d.set.writeCache {
 		if err := d.flush(); err != nil {
-			d.lastErr = err
-			d.fail(d.cmd.LBA, ErrorABRT, true)
-			d.status |= StatusDF
+			d.flushFailed(err, d.cmd.LBA, true)
 			return
 		}
 	}
