@@ -194,7 +194,7 @@ func (a *Ahead) wait(ctx context.Context, i int) {
 	}
 	s.state, s.err = slotFree, nil
 	if err != nil {
-		a.errs = append(a.errs, offsetError(s.off, fmt.Errorf("bridge: write behind at byte %d: %w", s.off, err)))
+		a.errs = append(a.errs, &ata.OffsetError{Off: s.off, Err: fmt.Errorf("bridge: write behind: %w", err)})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nhdkit/nhd/ata"
 	"pgregory.net/rapid"
 )
 
@@ -146,7 +147,7 @@ func (m *aheadMachine) span(t *rapid.T) (int64, int) {
 // reported checks an error that is not the call's own: a failed write
 // behind's, reported once.
 func (m *aheadMachine) reported(t *rapid.T, err error) bool {
-	var de *deferredError
+	var de *ata.OffsetError
 	if !errors.As(err, &de) {
 		return false
 	}

@@ -150,7 +150,7 @@ func TestWriteError(t *testing.T) {
 			for k := int64(3); ; k++ {
 				err := b.Write(buf, k*testCmd)
 				if err != nil {
-					wantWriteFault(t, err, -1 /* the failed write's LBA once ata honours OffsetError */)
+					wantWriteFault(t, err, wantLBA)
 					break
 				}
 				if k > 3+DefaultDepth {
@@ -163,7 +163,8 @@ func TestWriteError(t *testing.T) {
 			if err := b.Write(buf, 2*testCmd); err != nil {
 				t.Fatal(err)
 			}
-			wantWriteFault(t, b.Flush(), -1)
+			// FLUSH CACHE waits for the write behind and reports its LBA.
+			wantWriteFault(t, b.Flush(), wantLBA)
 			if err := b.Flush(); err != nil {
 				t.Fatalf("second flush: %v", err)
 			}

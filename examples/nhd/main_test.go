@@ -327,8 +327,9 @@ func TestWriteBehind(t *testing.T) {
 		t.Fatalf("the write behind should complete before the back end fails it: %v", err)
 	}
 	var ae *ata.Error
-	if err := d.Read(r, 0); !errors.As(err, &ae) || !strings.Contains(err.Error(), "write behind at byte 28672: input/output error") {
-		t.Fatalf("the command after a failed write behind: %v, want an ATA error carrying the deferred one", err)
+	var oe *ata.OffsetError
+	if err := d.Read(r, 0); !errors.As(err, &ae) || ae.LBA != 7*bs/512 || !errors.As(err, &oe) || oe.Off != 7*bs || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("the command after a failed write behind: %v, want an ATA error at its LBA carrying the deferred one", err)
 	}
 	if err := d.Write(w, 9*bs); err != nil {
 		t.Fatal(err)
