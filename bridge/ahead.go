@@ -133,9 +133,6 @@ func NewAhead(be ata.Backend, c AheadConfig) (*Ahead, error) {
 // Size method.
 func (a *Ahead) Size() int64 { return a.size }
 
-// Depth reports how many requests a keeps in flight at most.
-func (a *Ahead) Depth() int { return a.depth }
-
 // start makes slot i's request: sends it, or makes it now with a backend
 // that cannot keep it in flight.
 func (a *Ahead) start(i int, write bool, off int64, n int) {

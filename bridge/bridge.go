@@ -126,18 +126,10 @@ func (b *Bridge) Flush() error {
 // over the data of its last READ or WRITE.
 func (b *Bridge) Sum() uint16 { return b.path.last }
 
-// Datapath returns the bridge's datapath.
-func (b *Bridge) Datapath() Datapath { return b.cfg.Datapath }
-
-// Device returns the bridge's ATA device, for its registers and IDENTIFY.
-func (b *Bridge) Device() *ata.Device { return b.dev }
-
 // Host returns the host driver, for commands Read, Write and Flush do not
-// cover.
+// cover (IDENTIFY DEVICE, DATA SET MANAGEMENT, ...). Its commands run on the
+// same device: not concurrently with the Bridge's own methods.
 func (b *Bridge) Host() *ata.Host { return b.host }
-
-// Engine returns the DMA engine, for its statistics.
-func (b *Bridge) Engine() *dma.Engine { return b.eng }
 
 // Close waits for the requests in flight (pipelined across commands) and
 // stops the DMA engine. It returns the error of a write behind that failed
