@@ -48,16 +48,18 @@ type AheadConfig struct {
 //     returns: the write goes on while the caller works on the next one.
 //     A write waits for any write behind that overlaps it, so the backend
 //     sees overlapping writes in order, and drops read-ahead it overlaps.
-//   - Flush waits for every write behind, then flushes the backend.
+//   - Flush waits for every write behind, then flushes the backend. Trim
+//     waits for the requests that overlap its range, then trims it. Size
+//     is the backend's. Close waits for every request in flight.
 //
 // A write behind that fails is reported once, by the next call of any
 // method (or by Flush or Close) after its failure is seen (at once with a
 // backend that has no async methods; else when the write is waited for:
 // by a read, by Flush, or when its buffer is needed, at most Depth writes
-// later), as an
-// *ata.OffsetError whose Off is the failed write's offset, so that an ATA
-// device reports that write's LBA. Several are reported one per call, in
-// the order they were seen; Flush returns nil only once all are reported.
+// later), as an *ata.OffsetError whose Off is the failed write's offset,
+// so that an ATA device reports that write's LBA. Several are reported one
+// per call, in the order they were seen; Flush returns nil only once all
+// are reported. A call that reports one does nothing else.
 //
 // Requests stay in flight through the backend's StartReadAt,
 // StartWriteAt and Wait methods (the shape of dma.AsyncReaderAt and
