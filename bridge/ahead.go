@@ -59,7 +59,8 @@ type AheadConfig struct {
 // later), as an *ata.OffsetError whose Off is the failed write's offset,
 // so that an ATA device reports that write's LBA. Several are reported one
 // per call, in the order they were seen; Flush returns nil only once all
-// are reported. A call that reports one does nothing else.
+// are reported. A call that reports one stops there (a WriteAt returns
+// the bytes whose writes it started before it).
 //
 // Requests stay in flight through the backend's StartReadAt,
 // StartWriteAt and Wait methods (the shape of dma.AsyncReaderAt and
