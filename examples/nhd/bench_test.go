@@ -156,12 +156,11 @@ func BenchmarkPhases(b *testing.B) {
 						total[i] = append(total[i], d)
 						inBackend[i] = append(inBackend[i], tbs[i].t)
 					}
-					blk = (blk + 1) % uint64(len(remote.gens))
+					blk = (blk + 1) % uint64(remote.blocks)
 					off := int64(blk) * bs
 					var t0 time.Time
 					if dir == "write" {
-						// Rewrite the block as the workload's record has it.
-						remote.pat.fill(buf, blk, remote.gens[blk])
+						remote.Fill(buf, off)
 						t0 = time.Now()
 						_, err = c.WriteAt(buf, off)
 					} else {

@@ -187,14 +187,22 @@ func (c *config) check(set map[string]bool) error {
 	return nil
 }
 
+// bridgeConfig is the bridges' configuration over backend be, with
+// sectors sectors and commands of up to bs bytes, tuned by the flags.
+func (c *config) bridgeConfig(be ata.Backend, sectors uint64, bs int) bridge.Config {
+	return bridge.Config{
+		Backend: be, MaxCommand: bs, Sectors: sectors,
+		Info:  ata.DeviceInfo{Model: "nhd software NHD", Serial: "NHD0001", Firmware: "1.0"},
+		Chunk: c.Chunk, Depth: c.Ahead, Spin: c.Spin, Overlap: c.Overlap,
+	}
+}
+
 // newBridge assembles the bridge of variant v over backend be, with
 // sectors sectors and commands of up to bs bytes, tuned by the flags.
 func (c *config) newBridge(v bridge.Variant, be ata.Backend, sectors uint64, bs int) (*bridge.Bridge, error) {
-	return bridge.New(bridge.Config{
-		Backend: be, Datapath: v.Datapath, MaxCommand: bs, Sectors: sectors,
-		Info:  ata.DeviceInfo{Model: "nhd software NHD", Serial: "NHD0001", Firmware: "1.0"},
-		Chunk: c.Chunk, Depth: c.Ahead, Spin: c.Spin, Overlap: c.Overlap,
-	})
+	bc := c.bridgeConfig(be, sectors, bs)
+	bc.Datapath = v.Datapath
+	return bridge.New(bc)
 }
 
 // run is the whole program: it parses args, runs the bridge and writes the

@@ -20,14 +20,14 @@ import (
 
 // report is everything a run found.
 type report struct {
-	Config   *config        `json:"config"`
-	Server   string         `json:"server"`
-	DiskSize int64          `json:"disk_size"`
-	Span     int64          `json:"span"`
-	Machine  string         `json:"machine"`
-	Bridge   bridge.Variant `json:"bridge"`
-	Phases   []phaseResult  `json:"phases"`
-	Table    *table         `json:"table,omitempty"`
+	Config   *config             `json:"config"`
+	Server   string              `json:"server"`
+	DiskSize int64               `json:"disk_size"`
+	Span     int64               `json:"span"`
+	Machine  string              `json:"machine"`
+	Bridge   bridge.Variant      `json:"bridge"`
+	Phases   []phaseResult       `json:"phases"`
+	Table    *bridge.Measurement `json:"table,omitempty"`
 }
 
 // startServer serves a sparse memory disk of size bytes on a unix socket in
@@ -105,7 +105,7 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 	if err := runWorkload(ctx, c, rep, client, remote, prog); err != nil || !c.Table {
 		return rep, err
 	}
-	rep.Table, err = runTable(ctx, c, client, remote, uint64(rep.DiskSize/512), prog)
+	rep.Table, err = runTable(ctx, c, client, rep, prog)
 	return rep, err
 }
 
@@ -165,28 +165,17 @@ func runWorkload(ctx context.Context, c *config, rep *report, client *nbd.Client
 	return nil
 }
 
-// runTable measures Table 4: each direction for 4 times -duration, or at
-// least a quarter of -bytes' commands.
-func runTable(ctx context.Context, c *config, client *nbd.Client, remote *disk, sectors uint64, prog *progress) (*table, error) {
-	bn, err := newBench(ctx, c, client, remote, sectors)
-	if err != nil {
-		return nil, err
-	}
-	defer bn.Close()
-	per, minOps := 4*c.Duration, 0
+// runTable measures Table 4 over the span: each direction for 4 times
+// -duration, or at least a quarter of -bytes' commands.
+func runTable(ctx context.Context, c *config, client *nbd.Client, rep *report, prog *progress) (*bridge.Measurement, error) {
+	prog.set("Table 4")
+	bs := c.phases[0].BlockSize
+	m := bridge.MeasureConfig{Bridge: c.bridgeConfig(client, uint64(rep.DiskSize/512), bs), Span: rep.Span, Duration: 4 * c.Duration,
+		Host: func(size int64) bridge.Host { return bridge.NewVerifier(size, bs, c.Seed) }}
 	if c.Bytes > 0 {
-		per, minOps = 0, int(max(1, c.Bytes/int64(remote.bs)/4))
+		m.Duration, m.Commands = 0, int(max(1, c.Bytes/int64(bs)/4))
 	}
-	t, err := bn.measure(ctx, per, minOps, prog)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range bn.e2e {
-		if err := l.br.Flush(); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return bridge.Measure(ctx, m)
 }
 
 func writeJSON(w io.Writer, rep *report) error {
