@@ -162,7 +162,7 @@ type measurer struct {
 	e2e, front       []*driver
 	timed            []*timedBackend // the memory disk under each front end
 	buf              []byte
-	bufs             [][]byte // one per request in flight, for the bare backend at depth
+	bufs             [][]byte     // one per request in flight, for the bare backend at depth
 	calls            []dma.Handle // the bare backend's requests in flight, oldest first
 }
 

@@ -41,9 +41,9 @@ type Host interface {
 // different blocks.
 type Verifier struct {
 	block int
-	gens  []uint32  // generation of each block's data, 0: never written
-	pats  [][]byte  // the patterns, a block each
-	sums  []uint16  // checksum of each pattern past the stamp
+	gens  []uint32 // generation of each block's data, 0: never written
+	pats  [][]byte // the patterns, a block each
+	sums  []uint16 // checksum of each pattern past the stamp
 }
 
 const (
