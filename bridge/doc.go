@@ -9,8 +9,16 @@
 // paper's optimisations: DMA streaming, zero-copy, the checksum in flight,
 // and pipelining the back end with the front end in chunks of a command or
 // across commands. Table4 lists the paper's Table 4 rows, each one
-// Datapath; examples/nhd measures them against the cascade model and
-// examples/ata2nbd runs the fastest.
+// Datapath, and examples/ata2nbd runs the fastest.
+//
+// Measure measures datapaths as the paper does: each row's front end
+// (host, ATA device and DMA engine over an in-cache memory disk) and back
+// end (the bare backend making the row's requests) apart, and the row's
+// bridge whole, interleaved, beside the cascade model's prediction from
+// the two ends (package model). A Host writes the commands' data and
+// checks what they read; Verifier is one whose checks cost a comparison
+// and whose checksums are known in advance. examples/nhd prints its
+// Measurement as this machine's Table 4.
 //
 // Pipelined across commands, the bridge puts an Ahead in front of its
 // backend: read-ahead and write-behind as a backend wrapper, usable on its

@@ -28,7 +28,7 @@ type MeasureConfig struct {
 	Span int64
 	// Duration is how long each direction is measured at least, and
 	// Commands how many commands each node of each row makes at least in
-	// each direction.
+	// each direction; with neither, each makes one turn of 24.
 	Duration time.Duration
 	Commands int
 	// Host makes the host of a disk of size bytes that it has not seen
@@ -130,7 +130,7 @@ func Measure(ctx context.Context, c MeasureConfig) (*Measurement, error) {
 	for _, write := range []bool{false, true} {
 		s := m.startDir(write)
 		deadline := time.Now().Add(c.Duration)
-		for n := 0; n < c.Commands || time.Now().Before(deadline); n += blockOps {
+		for n := 0; n == 0 || n < c.Commands || time.Now().Before(deadline); n += blockOps {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -205,7 +205,8 @@ func newMeasurer(ctx context.Context, c MeasureConfig) (*measurer, error) {
 	}
 	// Write both disks through the last row's bridges, so that every read
 	// has known data.
-	if err := m.fill(ctx, m.front[len(m.front)-1], local); err == nil {
+	err = m.fill(ctx, m.front[len(m.front)-1], local)
+	if err == nil {
 		err = m.fill(ctx, m.e2e[len(m.e2e)-1], span)
 	}
 	if err != nil {
