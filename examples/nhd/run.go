@@ -199,7 +199,8 @@ type progress struct {
 func newProgress(w io.Writer) *progress {
 	p := &progress{w: w}
 	if f, ok := w.(*os.File); ok {
-		p.on = isTerminal(int(f.Fd()))
+		st, err := f.Stat()
+		p.on = err == nil && st.Mode()&os.ModeCharDevice != 0
 	}
 	return p
 }
