@@ -21,9 +21,8 @@ func (s *numbers) Next(ctx context.Context) (int, error) {
 	return s.i, nil
 }
 
-// A source, two stages and a sink: the first stage runs inline with the
-// source (they take turns), the second on its own goroutine behind a ring of
-// 8 units. Units arrive in order whatever the links.
+// A source, two stages and a sink, taking turns on each unit on the
+// caller's goroutine. Units arrive in order.
 func Example() {
 	square := pipeline.StageFunc[int, int](func(ctx context.Context, x int) (int, error) { return x * x, nil })
 	label := pipeline.StageFunc[int, string](func(ctx context.Context, x int) (string, error) {
@@ -36,31 +35,31 @@ func Example() {
 	})
 
 	l := pipeline.From("numbers", &numbers{n: 6})
-	sq := pipeline.Then(l, pipeline.Inline(), "square", square)
-	lb := pipeline.Then(sq, pipeline.Ring(8), "label", label)
-	p, err := lb.To(pipeline.Inline(), "collect", sink)
+	sq := pipeline.Then(l, "square", square)
+	lb := pipeline.Then(sq, "label", label)
+	p, err := lb.To("collect", sink)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(p, "on", p.Segments(), "goroutines")
+	fmt.Println(p)
 	rep, err := p.Run(context.Background())
 	fmt.Println(out, err)
 	for _, s := range rep.Stages {
-		fmt.Println(s.Name, s.Link, s.Segment, s.State, s.Units)
+		fmt.Println(s.Name, s.State, s.Units)
 	}
 	// Output:
-	// numbers -> square -> ring(8) -> label -> collect on 2 goroutines
+	// numbers -> square -> label -> collect
 	// [<1> <4> <9> <16> <25> <36>] <nil>
-	// numbers  0 done 6
-	// square inline 0 done 6
-	// label ring(8) 1 done 6
-	// collect inline 1 done 6
+	// numbers done 6
+	// square done 6
+	// label done 6
+	// collect done 6
 }
 
 // The first error stops the pipeline. Run returns it as a *StageError that
-// names the stage and the unit, and the stages after the failed one finish
-// the units before it: the sink sees exactly the stream up to the failure.
+// names the stage and the unit; the sink has seen exactly the stream up to
+// the failure.
 func Example_failure() {
 	errBadBlock := errors.New("bad block")
 	check := pipeline.StageFunc[int, int](func(ctx context.Context, x int) (int, error) {
@@ -70,9 +69,8 @@ func Example_failure() {
 		return x, nil
 	})
 	var got []int
-	p, err := pipeline.Then(pipeline.From("numbers", &numbers{n: 100}),
-		pipeline.Ring(2), "check", check).
-		To(pipeline.Ring(2), "collect", pipeline.SinkFunc[int](func(ctx context.Context, x int) error {
+	p, err := pipeline.Then(pipeline.From("numbers", &numbers{n: 100}), "check", check).
+		To("collect", pipeline.SinkFunc[int](func(ctx context.Context, x int) error {
 			got = append(got, x)
 			return nil
 		}))
@@ -85,13 +83,14 @@ func Example_failure() {
 	fmt.Println(errors.Is(err, errBadBlock), errors.As(err, &se), se.Stage, se.Unit)
 	fmt.Println(err)
 	fmt.Println("sink got", got)
-	for _, s := range rep.Stages[1:] {
+	for _, s := range rep.Stages {
 		fmt.Println(s.Name, s.State, s.Units)
 	}
 	// Output:
 	// true true check 3
 	// pipeline: stage 1 "check", unit 3: bad block
 	// sink got [1 2 3]
+	// numbers stopped 4
 	// check failed 3
 	// collect done 3
 }
@@ -115,7 +114,7 @@ func ExampleHistogram() {
 }
 
 // With Instrument on, the report has each stage's time and rate, the
-// model's prediction for the configuration beside the measured rate, and
+// model's prediction (the stages in series) beside the measured rate, and
 // the bottleneck. The numbers depend on the machine; this prints the parts
 // that do not.
 func ExampleReport() {
@@ -137,9 +136,9 @@ func ExampleReport() {
 	})
 	size := func(b []byte) int { return len(b) }
 	l := pipeline.Then(pipeline.From("src", src).Size(size),
-		pipeline.Inline(), "front", spin(5*time.Microsecond)).Size(size)
-	l = pipeline.Then(l, pipeline.Inline(), "back", spin(200*time.Microsecond)).Size(size)
-	p, err := l.To(pipeline.Inline(), "sink", pipeline.SinkFunc[[]byte](func(context.Context, []byte) error { return nil }))
+		"front", spin(5*time.Microsecond)).Size(size)
+	l = pipeline.Then(l, "back", spin(200*time.Microsecond)).Size(size)
+	p, err := l.To("sink", pipeline.SinkFunc[[]byte](func(context.Context, []byte) error { return nil }))
 	if err != nil {
 		fmt.Println(err)
 		return

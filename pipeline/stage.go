@@ -11,9 +11,8 @@ import (
 // Next returns the next unit, or io.EOF (unwrapped) when there are no more;
 // any other error stops the pipeline. Next is called from one goroutine at a
 // time and must return promptly once ctx is done. A unit handed on belongs
-// to the pipeline until the sink has consumed it: the source must not change
-// it (a source that recycles buffers needs at least as many as the pipeline
-// holds units: the sum of its queues' capacities plus one per goroutine).
+// to the pipeline until the sink has consumed it, before Next is called
+// again: a source may reuse one buffer for every unit.
 type Source[T any] interface {
 	Next(ctx context.Context) (T, error)
 }
@@ -59,9 +58,6 @@ func (f SinkFunc[T]) Consume(ctx context.Context, v T) error { return f(ctx, v) 
 // Errors returned when a pipeline is built or run wrongly. Build errors are
 // returned by To, wrapped with the stage's name.
 var (
-	// ErrLink reports a link that cannot connect two stages: a ring of
-	// capacity below 1.
-	ErrLink = errors.New("pipeline: bad link")
 	// ErrNil reports a nil Source, Stage or Sink.
 	ErrNil = errors.New("pipeline: nil source, stage or sink")
 	// ErrUsed reports a Line extended twice: a Line is a builder for one
@@ -95,8 +91,7 @@ const (
 	// StateIdle: the stage has not run.
 	StateIdle State = iota
 	// StateDone: the stage saw the end of its input (the source's io.EOF,
-	// or its upstream closing after the end or after a failure) and handed
-	// on every unit it took.
+	// or a failure upstream) and handed on every unit it took.
 	StateDone
 	// StateFailed: the stage returned an error that stopped the pipeline.
 	StateFailed

@@ -68,11 +68,11 @@ func newLane(b *bridge.Bridge, dk *disk, id, n int, seed uint64) *lane {
 	src := pipeline.SourceFunc[op](l.nextOp)
 	st := pipeline.StageFunc[op, op](l.execOp)
 	sink := pipeline.SinkFunc[op](l.verifyOp)
-	p, err := pipeline.Then(pipeline.From("host", src), pipeline.Inline(), "bridge", st).
+	p, err := pipeline.Then(pipeline.From("host", src), "bridge", st).
 		Size(func(op) int { return dk.bs }).
-		To(pipeline.Inline(), "verify", sink)
+		To("verify", sink)
 	if err != nil {
-		panic(err) // a programming error: the links are fixed
+		panic(err) // a programming error: the stages are fixed
 	}
 	p.Instrument = true
 	l.p = p
