@@ -46,6 +46,6 @@
 //
 // # Allocation
 //
-// A run allocates when it starts (its report) and not per unit, and starts
-// no goroutine; a Histogram is a fixed array.
+// A run allocates when it starts (its report, its hook on the context) and
+// not per unit, and starts no goroutine; a Histogram is a fixed array.
 package pipeline
