@@ -117,8 +117,11 @@ const (
 // span, each sequentially, so none reads what another has just brought
 // into the processor's cache.
 //
-// Measure writes the span first and leaves its data written; it flushes
-// the backend at the end. It does not close the backend.
+// Measure makes every command and request from the calling goroutine, one
+// node at a time; nothing else should use the backend meanwhile, or it is
+// measured too. It writes the span first and leaves its data written,
+// flushes the backend at the end, and does not close it. An error of a
+// command or a check ends the measurement, naming the row and the offset.
 func Measure(ctx context.Context, c MeasureConfig) (*Measurement, error) {
 	m, err := newMeasurer(ctx, c)
 	if err != nil {
