@@ -403,7 +403,7 @@ func TestPIOErrorsReachRegisters(t *testing.T) {
 	mem := newMemDisk(1024, 512)
 	mem.badRead[33] = true
 	dd := &deferDisk{memDisk: mem, trigger: 40, failed: 5}
-	d, err := ata.NewDevice(ata.Config{Info: testInfo(1024), Backend: dd})
+	d, err := ata.NewDevice(ata.Config{Info: plainInfo(1024), Backend: dd})
 	if err != nil {
 		t.Fatal(err)
 	}

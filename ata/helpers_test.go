@@ -14,6 +14,14 @@ type tb interface {
 	Fatalf(format string, args ...any)
 }
 
+// plainInfo is testInfo without TRIM, for a device over a backend without
+// Trim or without a DMA engine (NewDevice refuses TRIM there).
+func plainInfo(sectors uint64) ata.DeviceInfo {
+	info := testInfo(sectors)
+	info.TRIM = false
+	return info
+}
+
 func testInfo(sectors uint64) ata.DeviceInfo {
 	return ata.DeviceInfo{
 		Model: "NHD Test Disk", Serial: "SN-0001", Firmware: "FW1",
