@@ -120,7 +120,7 @@ func TestDMAErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := ata.NewHost(d, 1024, ata.BusMasterFunc(func(b []byte) error { eng.buf = b; return nil }))
+	h := attach(t, d, ata.BusMasterFunc(func(b []byte) error { eng.buf = b; return nil }))
 	read := ata.Command{Op: ata.CmdReadDMA, Addressing: ata.AddrLBA28, LBA: 30, Count: 16}
 	err = h.Exec(&read, make([]byte, 16*512))
 	want := &ata.Error{Op: ata.CmdReadDMA, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorUNC, LBA: 37}
@@ -430,7 +430,7 @@ func TestOSFileBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := ata.NewHost(d, 128, eng)
+	h := attach(t, d, eng)
 	data := bytes.Repeat([]byte("nhd!"), 2*128)
 	c, _ := ata.ReadWrite(true, 7, 2, ata.RWDMA, true)
 	if err := h.Exec(&c, data); err != nil {
@@ -531,7 +531,7 @@ func TestBusyDuringBackendCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	spy.dev = d
-	h := ata.NewHost(d, 64, eng)
+	h := attach(t, d, eng)
 	buf := make([]byte, 2*512)
 	for _, op := range []ata.Opcode{ata.CmdReadSectors, ata.CmdWriteSectors, ata.CmdReadDMA, ata.CmdWriteDMA} {
 		c := ata.Command{Op: op, Addressing: ata.AddrLBA28, LBA: 1, Count: 2}
@@ -567,8 +567,8 @@ func TestParallelDevices(t *testing.T) {
 				errs <- err
 				return
 			}
-			h := ata.NewHost(d, n*per, eng)
-			if _, err := h.Identify(); err != nil { // learns the multiple count, as libata does
+			h, _, err := ata.Attach(d, eng) // learns the multiple count, as libata does
+			if err != nil {
 				errs <- err
 				return
 			}
@@ -634,3 +634,61 @@ func TestHostReaderWriterAt(t *testing.T) {
 		}
 	}
 }
+
+// Attach learns the device from IDENTIFY DEVICE: capacity, sector size,
+// multiple count and the CHS translation in use.
+func TestAttachLearnsDevice(t *testing.T) {
+	info := plainInfo(5000)
+	info.LogicalSectorSize = 4096
+	info.MaxMultiple = 8
+	d, err := ata.NewDevice(ata.Config{Info: info, Backend: newMemDisk(5000, 4096)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, id, err := ata.Attach(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [4]uint64{h.Sectors, uint64(h.SectorSize), uint64(h.Multiple), h.Geometry.Sectors()}
+	if want := [4]uint64{5000, 4096, 8, ata.DefaultGeometry(5000).Sectors()}; got != want || id.Model() != info.Model {
+		t.Errorf("Attach: sectors, sector size, multiple, CHS sectors %v, want %v (model %q)", got, want, id.Model())
+	}
+	// A translation set by INITIALIZE DEVICE PARAMETERS is what the next
+	// host learns.
+	init := ata.Command{Op: ata.CmdInitializeDeviceParams, Count: 32, Device: 7}
+	if err := h.Exec(&init, nil); err != nil {
+		t.Fatal(err)
+	}
+	h2, _, err := ata.Attach(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Geometry != h.Geometry || h2.Geometry.Heads != 8 || h2.Geometry.SectorsPerTrack != 32 {
+		t.Errorf("geometry after INITIALIZE DEVICE PARAMETERS: %+v, first host %+v", h2.Geometry, h.Geometry)
+	}
+	// NewHost, told the capacity, still drives the device.
+	old := ata.NewHost(d, 5000, nil)
+	old.SectorSize = 4096
+	r, _ := ata.ReadWrite(false, 4999, 1, ata.RWPIO, false)
+	if err := old.Exec(&r, make([]byte, 4096)); err != nil {
+		t.Errorf("NewHost: %v", err)
+	}
+}
+
+// A device that never answers IDENTIFY fails Attach.
+func TestAttachTimeout(t *testing.T) {
+	if h, _, err := ata.Attach(deadPort{}, nil); !errors.Is(err, ata.ErrTimeout) || h != nil {
+		t.Errorf("Attach to a busy port = %v, %v; want ErrTimeout", h, err)
+	}
+}
+
+// deadPort is a device stuck in BSY.
+type deadPort struct{}
+
+func (deadPort) ReadReg(ata.Reg) uint8   { return uint8(ata.StatusBSY) }
+func (deadPort) WriteReg(ata.Reg, uint8) {}
+func (deadPort) ReadData16() uint16      { return 0 }
+func (deadPort) WriteData16(uint16)      {}
+func (deadPort) ReadData32() uint32      { return 0 }
+func (deadPort) WriteData32(uint32)      {}
+func (deadPort) INTRQ() bool             { return false }

@@ -51,11 +51,19 @@ func newRig(t tb, info ata.DeviceInfo) *rig {
 		t.Fatal(err)
 	}
 	r.dev = d
-	r.host = ata.NewHost(d, info.Sectors, r.eng)
-	r.host.SectorSize = ss
-	id := r.dev.Identify()
-	r.host.Multiple = id.Multiple()
+	r.host = attach(t, d, r.eng)
+	r.irqs = 0 // the IDENTIFY of Attach's
 	return r
+}
+
+// attach returns ata.Attach's host driver for p or fails.
+func attach(t tb, p ata.Port, bm ata.BusMaster) *ata.Host {
+	t.Helper()
+	h, _, err := ata.Attach(p, bm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func newTestDevice(t testing.TB, info ata.DeviceInfo, dma ata.DMA) *ata.Device {

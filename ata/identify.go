@@ -507,3 +507,13 @@ func (id *Identify) AppendHex(b []byte) []byte {
 	}
 	return b
 }
+
+// CurrentGeometry returns the CHS translation in use (words 54-56 when
+// word 53 bit 0 says they are valid), else DefaultGeometry of Sectors.
+func (id *Identify) CurrentGeometry() Geometry {
+	g := Geometry{Cylinders: id[IDCurCylinders], Heads: uint8(id[IDCurHeads]), SectorsPerTrack: uint8(id[IDCurSectors])}
+	if id[IDFieldValid]&1 == 0 || g.Cylinders == 0 || g.Heads == 0 || g.Heads > 16 || g.SectorsPerTrack == 0 {
+		return DefaultGeometry(id.Sectors())
+	}
+	return g
+}

@@ -66,8 +66,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	host := ata.NewHost(dev, sectors, eng) // the host's driver; the engine is its bus master
-	id, err := host.Identify()
+	host, id, err := ata.Attach(dev, eng) // the host's driver learns the disk; the engine is its bus master
 	if err != nil {
 		return err
 	}
