@@ -256,3 +256,37 @@ func ExampleNewDevice() {
 	// true
 	// NHD file disk: 2048 sectors
 }
+
+// IDENTIFY data printed as hdparm -I prints it, and the transfer modes
+// by name.
+func ExampleIdentify_String() {
+	info := ata.DeviceInfo{Model: "NHD Example", Serial: "EX1", Firmware: "1.0", Sectors: 1 << 21,
+		WriteCache: true, TRIM: true, RotationRate: ata.NonRotating, UDMAModes: 0x3F}
+	id := info.Identify()
+	fmt.Print(id.String())
+	fmt.Println(id.DMAMode(), ata.XferMode(ata.XferMWDMA0+2), ata.RWPIOMultiple)
+	// Output:
+	// ATA device, with non-removable media
+	// 	Model Number:       NHD Example
+	// 	Serial Number:      EX1
+	// 	Firmware Revision:  1.0
+	// Configuration:
+	// 	LBA    user addressable sectors:     2097152
+	// 	LBA48  user addressable sectors:     2097152
+	// 	Logical  Sector size:                   512 bytes
+	// 	Physical Sector size:                   512 bytes
+	// 	device size with M = 1024*1024:        1024 MBytes
+	// 	device size with M = 1000*1000:        1073 MBytes (1 GB)
+	// 	Nominal Media Rotation Rate: Solid State Device
+	// Capabilities:
+	// 	R/W multiple sector transfer: Max = 16	Current = 16
+	// 	DMA: udma0 udma1 udma2 udma3 udma4 *udma5
+	// 	PIO: pio0 pio1 pio2 pio3 pio4
+	// Commands/features:
+	// 	Enabled	Supported:
+	// 	   *	Write cache
+	// 	   *	48-bit Address feature set
+	// 	   *	Data Set Management TRIM supported (limit 8 blocks)
+	// Checksum: correct
+	// udma5 mdma2 PIO multiple
+}
