@@ -224,7 +224,7 @@ func TestBackendErrorsReachRegisters(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					h := ata.NewHost(d, 1024, bm)
+					h := attach(t, d, bm)
 					op := ata.CmdReadDMAExt
 					if tt.write {
 						op = ata.CmdWriteDMAExt
@@ -284,7 +284,7 @@ func TestAsyncBackendRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := ata.NewHost(d, 1024, bm)
+	h := attach(t, d, bm)
 	h.Mode = ata.RWDMA
 	data := make([]byte, 32*512)
 	for i := range data {
@@ -381,7 +381,7 @@ func TestFlushReportsDeferredWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := ata.NewHost(d, 1024, e)
+			h := attach(t, d, e)
 			c := tt.cmd
 			got := ataErr(t, h.Exec(&c, make([]byte, tt.buf)))
 			want := &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusDF | ata.StatusERR, Err: ata.ErrorABRT, LBA: 77}
@@ -403,11 +403,11 @@ func TestPIOErrorsReachRegisters(t *testing.T) {
 	mem := newMemDisk(1024, 512)
 	mem.badRead[33] = true
 	dd := &deferDisk{memDisk: mem, trigger: 40, failed: 5}
-	d, err := ata.NewDevice(ata.Config{Info: testInfo(1024), Backend: dd})
+	d, err := ata.NewDevice(ata.Config{Info: plainInfo(1024), Backend: dd})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := ata.NewHost(d, 1024, nil)
+	h := attach(t, d, nil)
 	read := ata.Command{Op: ata.CmdReadSectorsExt, Addressing: ata.AddrLBA48, LBA: 30, Count: 8}
 	got := ataErr(t, h.Exec(&read, make([]byte, 8*512)))
 	if got.Err != ata.ErrorUNC || got.LBA != 33 {

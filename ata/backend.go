@@ -3,7 +3,9 @@ package ata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 )
 
 // Backend is where the device keeps its sectors: sector n of the device is
@@ -22,11 +24,13 @@ import (
 //	Sync() error                                       // the same for an *os.File
 //	Trim(ctx context.Context, off, length int64) error // DATA SET MANAGEMENT TRIM
 //	Size() int64                                       // checked against DeviceInfo.Sectors
+//	Stat() (os.FileInfo, error)                        // likewise, for a regular file
 //	StartReadAt, Wait                                  // AsyncReaderAt: reads in flight, for the DMA engine
 //	StartWriteAt, Wait                                 // AsyncWriterAt: writes in flight, likewise
 //
 // A backend with neither Flush nor Sync is taken to be write-through: the
-// flushes succeed at once. Without Trim, DATA SET MANAGEMENT aborts.
+// flushes succeed at once. Without Trim, NewDevice refuses
+// DeviceInfo.TRIM (ErrNoTrim).
 //
 // Errors: a failed read ends the command in UNC, a failed write or flush in
 // DF|ERR with ABRT, with the LBA of the first sector that failed in the LBA
@@ -143,4 +147,38 @@ func (t *tracker) WriteAt(p []byte, off int64) (int, error) {
 		t.fail(off+int64(n), err)
 	}
 	return n, err
+}
+
+// stater is the Stat method of an *os.File.
+type stater interface {
+	Stat() (os.FileInfo, error)
+}
+
+// checkSize refuses info when the backend says it holds fewer bytes than
+// info.Sectors logical sectors: a Sizer's Size, or the size of a regular
+// file from Stat (a block device or pipe reports no usable size, and is
+// not checked).
+func checkSize(b Backend, info *DeviceInfo) error {
+	var size int64
+	switch b := b.(type) {
+	case Sizer:
+		size = b.Size()
+	case stater:
+		fi, err := b.Stat()
+		if err != nil {
+			return fmt.Errorf("ata: backend Stat: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		size = fi.Size()
+	default:
+		return nil
+	}
+	need := info.Sectors * uint64(info.logical())
+	if size < 0 || uint64(size) < need {
+		return &infoError{fmt.Sprintf("Sectors %d of %d bytes need %d bytes; the backend holds %d",
+			info.Sectors, info.logical(), need, size)}
+	}
+	return nil
 }

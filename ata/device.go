@@ -79,14 +79,23 @@ type Device struct {
 }
 
 // NewDevice returns a powered-on device in StateIdle with the ATA
-// signature in its registers. It fails with an error wrapping ErrInfo for
-// an invalid Info (or one larger than a backend with a Size method), and
-// with ErrNoBackend.
+// signature in its registers. It fails with ErrNoBackend; with an error
+// wrapping ErrInfo for an invalid Info, or for one with more Sectors than
+// the backend holds, where the backend can tell (a Sizer, or a regular
+// file with a Stat method such as *os.File: the error names both sizes);
+// and with ErrNoTrim for Info.TRIM over a backend without a Trim method or
+// without a DMA engine (DATA SET MANAGEMENT is a DMA command).
 func NewDevice(c Config) (*Device, error) {
 	if c.Backend == nil {
 		return nil, ErrNoBackend
 	}
 	if err := c.Info.Validate(); err != nil {
+		return nil, err
+	}
+	if _, ok := c.Backend.(Trimmer); c.Info.TRIM && (!ok || c.DMA == nil) {
+		return nil, ErrNoTrim
+	}
+	if err := checkSize(c.Backend, &c.Info); err != nil {
 		return nil, err
 	}
 	d := &Device{info: c.Info, dma: c.DMA, ctx: c.Context, irq: c.Interrupt}
@@ -97,9 +106,6 @@ func NewDevice(c Config) (*Device, error) {
 		d.info.NoDMA = true
 	}
 	d.sector = d.info.logical()
-	if s, ok := c.Backend.(Sizer); ok && uint64(s.Size())/uint64(d.sector) < d.info.Sectors {
-		return nil, &infoError{"Sectors exceeds the backend's Size"}
-	}
 	d.track.b = c.Backend
 	d.src, d.dst = &d.track, &d.track
 	if ar, ok := c.Backend.(AsyncReaderAt); ok {

@@ -3,9 +3,11 @@ package ata_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -118,7 +120,7 @@ func TestDMAErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := ata.NewHost(d, 1024, ata.BusMasterFunc(func(b []byte) error { eng.buf = b; return nil }))
+	h := attach(t, d, ata.BusMasterFunc(func(b []byte) error { eng.buf = b; return nil }))
 	read := ata.Command{Op: ata.CmdReadDMA, Addressing: ata.AddrLBA28, LBA: 30, Count: 16}
 	err = h.Exec(&read, make([]byte, 16*512))
 	want := &ata.Error{Op: ata.CmdReadDMA, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorUNC, LBA: 37}
@@ -276,16 +278,18 @@ func TestTrimRanges(t *testing.T) {
 	if diff := cmp.Diff(want, r.disk.trims); diff != "" {
 		t.Errorf("trims (-want +got):\n%s", diff)
 	}
-	// Without a Trim method on the backend the command aborts.
-	d, _ := ata.NewDevice(ata.Config{Info: testInfo(64), Backend: nullDisk{}, DMA: &ata.BufferDMA{}})
+	// Without TRIM in IDENTIFY the command aborts.
+	info := testInfo(64)
+	info.TRIM = false
+	d, _ := ata.NewDevice(ata.Config{Info: info, Backend: nullDisk{}, DMA: &ata.BufferDMA{}})
 	issue(d, c)
 	if d.Error() != ata.ErrorABRT {
-		t.Errorf("DSM without Trim: error %v", d.Error())
+		t.Errorf("DSM without TRIM: error %v", d.Error())
 	}
 }
 
 func TestNoDMAEngine(t *testing.T) {
-	d, err := ata.NewDevice(ata.Config{Info: testInfo(64), Backend: newMemDisk(64, 512)})
+	d, err := ata.NewDevice(ata.Config{Info: plainInfo(64), Backend: newMemDisk(64, 512)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,13 +307,82 @@ func TestNewDeviceErrors(t *testing.T) {
 	if _, err := ata.NewDevice(ata.Config{Info: testInfo(64)}); !errors.Is(err, ata.ErrNoBackend) {
 		t.Errorf("no backend: %v", err)
 	}
-	if _, err := ata.NewDevice(ata.Config{Info: testInfo(65), Backend: newMemDisk(64, 512)}); !errors.Is(err, ata.ErrInfo) {
+	if _, err := ata.NewDevice(ata.Config{Info: plainInfo(65), Backend: newMemDisk(64, 512)}); !errors.Is(err, ata.ErrInfo) {
 		t.Errorf("backend too small: %v", err)
 	}
 	bad := testInfo(64)
 	bad.Serial = "\x00"
-	if _, err := ata.NewDevice(ata.Config{Info: bad, Backend: newMemDisk(64, 512)}); !errors.Is(err, ata.ErrInfo) {
+	if _, err := ata.NewDevice(ata.Config{Info: bad, Backend: newMemDisk(64, 512), DMA: &ata.BufferDMA{}}); !errors.Is(err, ata.ErrInfo) {
 		t.Errorf("bad serial: %v", err)
+	}
+}
+
+// TRIM is refused where DATA SET MANAGEMENT could only abort: over a
+// backend without Trim, or without a DMA engine.
+func TestNewDeviceTRIM(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		backend ata.Backend
+		dma     ata.DMA
+		want    error
+	}{
+		{"Trim and DMA", newMemDisk(64, 512), &ata.BufferDMA{}, nil},
+		{"no Trim", onlyReadWrite{newMemDisk(64, 512)}, &ata.BufferDMA{}, ata.ErrNoTrim},
+		{"no DMA", newMemDisk(64, 512), nil, ata.ErrNoTrim},
+	} {
+		d, err := ata.NewDevice(ata.Config{Info: testInfo(64), Backend: tc.backend, DMA: tc.dma})
+		if !errors.Is(err, tc.want) || (err == nil) != (d != nil) {
+			t.Errorf("%s: NewDevice = %v, %v; want %v", tc.name, d, err, tc.want)
+		}
+		if _, err := ata.NewDevice(ata.Config{Info: plainInfo(64), Backend: tc.backend, DMA: tc.dma}); err != nil {
+			t.Errorf("%s without TRIM: %v", tc.name, err)
+		}
+	}
+}
+
+// onlyReadWrite hides every optional method of its backend.
+type onlyReadWrite struct{ b ata.Backend }
+
+func (o onlyReadWrite) ReadAt(p []byte, off int64) (int, error)  { return o.b.ReadAt(p, off) }
+func (o onlyReadWrite) WriteAt(p []byte, off int64) (int, error) { return o.b.WriteAt(p, off) }
+
+// A backend shorter than Sectors is refused where it can tell its size (a
+// Sizer, a regular file), the error naming both sizes; a backend that
+// cannot tell is taken at its word.
+func TestNewDeviceBackendSize(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(100 * 512); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		backend ata.Backend
+		sectors uint64
+		msg     string // "" for success
+	}{
+		{"file exact", f, 100, ""},
+		{"file short", f, 101, "Sectors 101 of 512 bytes need 51712 bytes; the backend holds 51200"},
+		{"Sizer exact", newMemDisk(100, 512), 100, ""},
+		{"Sizer short", newMemDisk(100, 512), 128, "Sectors 128 of 512 bytes need 65536 bytes; the backend holds 51200"},
+		{"no size", onlyReadWrite{newMemDisk(100, 512)}, 1 << 20, ""},
+	} {
+		_, err := ata.NewDevice(ata.Config{Info: plainInfo(tc.sectors), Backend: tc.backend})
+		switch {
+		case tc.msg == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.msg != "" && (!errors.Is(err, ata.ErrInfo) || !strings.Contains(fmt.Sprint(err), tc.msg)):
+			t.Errorf("%s: NewDevice = %v, want ErrInfo naming %q", tc.name, err, tc.msg)
+		}
+	}
+	// 4 KiB logical sectors count in their own size.
+	info := plainInfo(13)
+	info.LogicalSectorSize = 4096
+	if _, err := ata.NewDevice(ata.Config{Info: info, Backend: f}); !errors.Is(err, ata.ErrInfo) {
+		t.Errorf("13 4K sectors over 50 KiB: %v", err)
 	}
 }
 
@@ -353,11 +426,11 @@ func TestOSFileBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := &ata.BufferDMA{}
-	d, err := ata.NewDevice(ata.Config{Info: testInfo(128), Backend: f, DMA: eng})
+	d, err := ata.NewDevice(ata.Config{Info: plainInfo(128), Backend: f, DMA: eng})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := ata.NewHost(d, 128, eng)
+	h := attach(t, d, eng)
 	data := bytes.Repeat([]byte("nhd!"), 2*128)
 	c, _ := ata.ReadWrite(true, 7, 2, ata.RWDMA, true)
 	if err := h.Exec(&c, data); err != nil {
@@ -458,7 +531,7 @@ func TestBusyDuringBackendCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	spy.dev = d
-	h := ata.NewHost(d, 64, eng)
+	h := attach(t, d, eng)
 	buf := make([]byte, 2*512)
 	for _, op := range []ata.Opcode{ata.CmdReadSectors, ata.CmdWriteSectors, ata.CmdReadDMA, ata.CmdWriteDMA} {
 		c := ata.Command{Op: op, Addressing: ata.AddrLBA28, LBA: 1, Count: 2}
@@ -489,13 +562,13 @@ func TestParallelDevices(t *testing.T) {
 	for g := range n {
 		go func() {
 			eng := &ata.BufferDMA{}
-			d, err := ata.NewDevice(ata.Config{Info: testInfo(n * per), Backend: f, DMA: eng})
+			d, err := ata.NewDevice(ata.Config{Info: plainInfo(n * per), Backend: f, DMA: eng})
 			if err != nil {
 				errs <- err
 				return
 			}
-			h := ata.NewHost(d, n*per, eng)
-			if _, err := h.Identify(); err != nil { // learns the multiple count, as libata does
+			h, _, err := ata.Attach(d, eng) // learns the multiple count, as libata does
+			if err != nil {
 				errs <- err
 				return
 			}
@@ -561,3 +634,61 @@ func TestHostReaderWriterAt(t *testing.T) {
 		}
 	}
 }
+
+// Attach learns the device from IDENTIFY DEVICE: capacity, sector size,
+// multiple count and the CHS translation in use.
+func TestAttachLearnsDevice(t *testing.T) {
+	info := plainInfo(5000)
+	info.LogicalSectorSize = 4096
+	info.MaxMultiple = 8
+	d, err := ata.NewDevice(ata.Config{Info: info, Backend: newMemDisk(5000, 4096)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, id, err := ata.Attach(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [4]uint64{h.Sectors, uint64(h.SectorSize), uint64(h.Multiple), h.Geometry.Sectors()}
+	if want := [4]uint64{5000, 4096, 8, ata.DefaultGeometry(5000).Sectors()}; got != want || id.Model() != info.Model {
+		t.Errorf("Attach: sectors, sector size, multiple, CHS sectors %v, want %v (model %q)", got, want, id.Model())
+	}
+	// A translation set by INITIALIZE DEVICE PARAMETERS is what the next
+	// host learns.
+	init := ata.Command{Op: ata.CmdInitializeDeviceParams, Count: 32, Device: 7}
+	if err := h.Exec(&init, nil); err != nil {
+		t.Fatal(err)
+	}
+	h2, _, err := ata.Attach(d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.Geometry != h.Geometry || h2.Geometry.Heads != 8 || h2.Geometry.SectorsPerTrack != 32 {
+		t.Errorf("geometry after INITIALIZE DEVICE PARAMETERS: %+v, first host %+v", h2.Geometry, h.Geometry)
+	}
+	// NewHost, told the capacity, still drives the device.
+	old := ata.NewHost(d, 5000, nil)
+	old.SectorSize = 4096
+	r, _ := ata.ReadWrite(false, 4999, 1, ata.RWPIO, false)
+	if err := old.Exec(&r, make([]byte, 4096)); err != nil {
+		t.Errorf("NewHost: %v", err)
+	}
+}
+
+// A device that never answers IDENTIFY fails Attach.
+func TestAttachTimeout(t *testing.T) {
+	if h, _, err := ata.Attach(deadPort{}, nil); !errors.Is(err, ata.ErrTimeout) || h != nil {
+		t.Errorf("Attach to a busy port = %v, %v; want ErrTimeout", h, err)
+	}
+}
+
+// deadPort is a device stuck in BSY.
+type deadPort struct{}
+
+func (deadPort) ReadReg(ata.Reg) uint8   { return uint8(ata.StatusBSY) }
+func (deadPort) WriteReg(ata.Reg, uint8) {}
+func (deadPort) ReadData16() uint16      { return 0 }
+func (deadPort) WriteData16(uint16)      {}
+func (deadPort) ReadData32() uint32      { return 0 }
+func (deadPort) WriteData32(uint32)      {}
+func (deadPort) INTRQ() bool             { return false }

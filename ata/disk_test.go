@@ -96,3 +96,4 @@ type nullDisk struct{}
 
 func (nullDisk) ReadAt(p []byte, off int64) (int, error)  { clear(p); return len(p), nil }
 func (nullDisk) WriteAt(p []byte, off int64) (int, error) { return len(p), nil }
+func (nullDisk) Trim(context.Context, int64, int64) error { return nil }

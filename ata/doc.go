@@ -17,8 +17,9 @@
 //     (Opcode with String, Protocol, LBA28/LBA48/CHS through a Geometry,
 //     counts where 0 means 256 or 65536, FUA). Neither allocates.
 //   - DeviceInfo.Identify: IDENTIFY DEVICE data from a description, with
-//     the word 255 checksum; Identify.Bytes gives the 512 wire bytes and
-//     AppendHex the text hdparm --Istdin reads.
+//     the word 255 checksum; Identify.Bytes gives the 512 wire bytes,
+//     AppendHex the text hdparm --Istdin reads, and String prints what
+//     hdparm -I prints (transfer modes named by XferMode).
 //   - Device: the state machine (State, Event, Transition) with the HOB
 //     register FIFO, BSY/DRQ per PIO block, 16- and 32-bit data register,
 //     INTRQ unless nIEN, SRST with the ATA signature, and the command set:
@@ -34,7 +35,13 @@
 //     the same methods (the method sets of dma.AsyncReaderAt and
 //     dma.AsyncWriterAt), so it can keep the backend's requests in flight.
 //   - Host: a host-side driver following Linux libata's sequence, issuing
-//     any command by PIO or DMA through a Port (a *Device is one).
+//     any command by PIO or DMA through a Port (a *Device is one). Attach
+//     makes one that has learnt the device from IDENTIFY DEVICE, so the
+//     capacity is given once, in DeviceInfo.
+//
+// NewDevice checks the description against what it is given: TRIM needs
+// a backend with a Trim method and a DMA engine (ErrNoTrim), and Sectors
+// must fit in a backend that can tell its size (a Sizer, a regular file).
 //
 // How commands end (Linux counts success as Status.OK):
 //

@@ -22,6 +22,10 @@ var (
 	ErrInfo = errors.New("ata: invalid device description")
 	// ErrNoBackend is returned by NewDevice without a backend.
 	ErrNoBackend = errors.New("ata: no backend")
+	// ErrNoTrim is returned by NewDevice for a DeviceInfo with TRIM over a
+	// backend without a Trim method (see Trimmer) or without a DMA engine:
+	// the drive would advertise TRIM and abort every DATA SET MANAGEMENT.
+	ErrNoTrim = errors.New("ata: TRIM advertised but the backend has no Trim method or the device no DMA engine")
 	// ErrIdentifyChecksum is returned by ParseIdentify when word 255 carries
 	// the A5h signature and the 512 bytes do not sum to 0 mod 256.
 	ErrIdentifyChecksum = errors.New("ata: IDENTIFY checksum mismatch")

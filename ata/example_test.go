@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/nbd"
 )
 
-// A device over a memory backend, driven by the host driver: IDENTIFY, a
-// DMA write, a PIO read back.
+// A device over a memory backend (an nbd.MemDisk: any io.ReaderAt and
+// io.WriterAt will do, an *os.File too), driven by the host driver, which
+// learns the disk from IDENTIFY: a DMA write, a PIO read back.
 func Example() {
-	disk := newMemDisk(2048, 512)
+	disk := nbd.NewMemDisk(2048 * 512)
 	eng := &ata.BufferDMA{}
 	dev, err := ata.NewDevice(ata.Config{
 		Info:    ata.DeviceInfo{Model: "NHD Example", Serial: "EX1", Firmware: "1.0", Sectors: 2048, WriteCache: true},
@@ -21,8 +25,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	host := ata.NewHost(dev, 2048, eng)
-	id, err := host.Identify()
+	host, id, err := ata.Attach(dev, eng)
 	if err != nil {
 		panic(err)
 	}
@@ -94,11 +97,17 @@ func ExampleDeviceInfo_Identify() {
 
 // The status the device ends in, and the host's error for it.
 func ExampleError() {
-	disk := newMemDisk(64, 512)
-	dev, _ := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 64}, Backend: disk})
-	host := ata.NewHost(dev, 64, nil)
+	disk := nbd.NewMemDisk(64 * 512)
+	dev, err := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 64}, Backend: disk})
+	if err != nil {
+		panic(err)
+	}
+	host, _, err := ata.Attach(dev, nil)
+	if err != nil {
+		panic(err)
+	}
 	c := ata.Command{Op: ata.CmdReadSectorsExt, Addressing: ata.AddrLBA48, LBA: 60, Count: 8}
-	err := host.Exec(&c, make([]byte, 8*512))
+	err = host.Exec(&c, make([]byte, 8*512))
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, ata.ErrIDNotFound))
 	c = ata.Command{Op: ata.CmdSMART, Features: 0xD0}
@@ -128,9 +137,12 @@ func ExampleTransition() {
 // Register level: the host writes the task file and the command, reads
 // the status, and moves a 512-byte block through the 16-bit data register.
 func ExampleDevice() {
-	disk := newMemDisk(64, 512)
-	copy(disk.data[3*512:], "sector three")
-	dev, _ := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 64}, Backend: disk})
+	disk := nbd.NewMemDisk(64 * 512)
+	disk.WriteAt([]byte("sector three"), 3*512)
+	dev, err := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 64}, Backend: disk})
+	if err != nil {
+		panic(err)
+	}
 
 	dev.WriteReg(ata.RegDevice, uint8(ata.DeviceLBA))
 	dev.WriteReg(ata.RegCount, 1)
@@ -163,7 +175,7 @@ func ExampleDevice() {
 // them, to sector 42, fails after it was accepted, and the next flush says
 // so with an *ata.OffsetError.
 type lateDisk struct {
-	*memDisk
+	*nbd.MemDisk
 	failed int64 // byte offset of a write that failed after it was accepted, or -1
 }
 
@@ -171,7 +183,7 @@ func (d *lateDisk) WriteAt(p []byte, off int64) (int, error) {
 	if off <= 42*512 && 42*512 < off+int64(len(p)) {
 		d.failed = 42 * 512 // accepted now, fails later
 	}
-	return d.memDisk.WriteAt(p, off)
+	return d.MemDisk.WriteAt(p, off)
 }
 
 func (d *lateDisk) Flush(ctx context.Context) error {
@@ -180,21 +192,101 @@ func (d *lateDisk) Flush(ctx context.Context) error {
 		d.failed = -1
 		return err
 	}
-	return d.memDisk.Flush(ctx)
+	return d.MemDisk.Flush(ctx)
 }
 
 // A backend that fails a write after it has accepted it reports where with
 // an OffsetError: the host's FLUSH CACHE ends in a device fault with the
 // LBA of the write that failed.
 func ExampleOffsetError() {
-	disk := &lateDisk{memDisk: newMemDisk(1024, 512), failed: -1}
+	disk := &lateDisk{MemDisk: nbd.NewMemDisk(1024 * 512), failed: -1}
 	eng := &ata.BufferDMA{}
-	dev, _ := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 1024, WriteCache: true}, Backend: disk, DMA: eng})
-	host := ata.NewHost(dev, 1024, eng)
+	dev, err := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 1024, WriteCache: true}, Backend: disk, DMA: eng})
+	if err != nil {
+		panic(err)
+	}
+	host, _, err := ata.Attach(dev, eng)
+	if err != nil {
+		panic(err)
+	}
 	w, _ := ata.ReadWrite(true, 40, 4, ata.RWDMA, false)
 	fmt.Println("write:", host.Exec(&w, make([]byte, 4*512)))
 	fmt.Println("flush:", host.Flush())
 	// Output:
 	// write: <nil>
 	// flush: ata: FLUSH CACHE EXT: status DRDY|DF|ERR error ABRT at LBA 42
+}
+
+// A device over a sparse file. NewDevice checks the description against
+// the backend: a file shorter than Sectors, or TRIM over a backend that
+// cannot trim (an *os.File has no Trim method), is refused.
+func ExampleNewDevice() {
+	dir, err := os.MkdirTemp("", "ata-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	f, err := os.Create(filepath.Join(dir, "disk.img"))
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 20); err != nil { // 2048 sectors, sparse
+		panic(err)
+	}
+	eng := &ata.BufferDMA{}
+	info := ata.DeviceInfo{Model: "NHD file disk", Sectors: 4096}
+	_, err = ata.NewDevice(ata.Config{Info: info, Backend: f, DMA: eng})
+	fmt.Println(err)
+	info.Sectors, info.TRIM = 2048, true
+	_, err = ata.NewDevice(ata.Config{Info: info, Backend: f, DMA: eng})
+	fmt.Println(errors.Is(err, ata.ErrNoTrim))
+	info.TRIM = false
+	dev, err := ata.NewDevice(ata.Config{Info: info, Backend: f, DMA: eng})
+	if err != nil {
+		panic(err)
+	}
+	host, id, err := ata.Attach(dev, eng)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s: %d sectors\n", id.Model(), host.Sectors)
+	// Output:
+	// ata: invalid device description: Sectors 4096 of 512 bytes need 2097152 bytes; the backend holds 1048576
+	// true
+	// NHD file disk: 2048 sectors
+}
+
+// IDENTIFY data printed as hdparm -I prints it, and the transfer modes
+// by name.
+func ExampleIdentify_String() {
+	info := ata.DeviceInfo{Model: "NHD Example", Serial: "EX1", Firmware: "1.0", Sectors: 1 << 21,
+		WriteCache: true, TRIM: true, RotationRate: ata.NonRotating, UDMAModes: 0x3F}
+	id := info.Identify()
+	fmt.Print(id.String())
+	fmt.Println(id.DMAMode(), ata.XferMode(ata.XferMWDMA0+2), ata.RWPIOMultiple)
+	// Output:
+	// ATA device, with non-removable media
+	// 	Model Number:       NHD Example
+	// 	Serial Number:      EX1
+	// 	Firmware Revision:  1.0
+	// Configuration:
+	// 	LBA    user addressable sectors:     2097152
+	// 	LBA48  user addressable sectors:     2097152
+	// 	Logical  Sector size:                   512 bytes
+	// 	Physical Sector size:                   512 bytes
+	// 	device size with M = 1024*1024:        1024 MBytes
+	// 	device size with M = 1000*1000:        1073 MBytes (1 GB)
+	// 	Nominal Media Rotation Rate: Solid State Device
+	// Capabilities:
+	// 	R/W multiple sector transfer: Max = 16	Current = 16
+	// 	DMA: udma0 udma1 udma2 udma3 udma4 *udma5
+	// 	PIO: pio0 pio1 pio2 pio3 pio4
+	// Commands/features:
+	// 	Enabled	Supported:
+	// 	   *	Write cache
+	// 	   *	48-bit Address feature set
+	// 	   *	Data Set Management TRIM supported (limit 8 blocks)
+	// Checksum: correct
+	// udma5 mdma2 PIO multiple
 }

@@ -2,6 +2,7 @@ package ata_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/nhdkit/nhd/ata"
@@ -247,7 +248,7 @@ func FuzzDecodeFIS(f *testing.F) {
 
 // FuzzParseIdentify: any input parses or fails cleanly; accepted data
 // round-trips through Bytes, and data with the A5h signature is accepted
-// only with a correct checksum.
+// only with a correct checksum, and String prints any of it.
 func FuzzParseIdentify(f *testing.F) {
 	id := testInfo(1 << 30).Identify()
 	b := id.Bytes()
@@ -273,6 +274,12 @@ func FuzzParseIdentify(f *testing.F) {
 		}
 		_ = id.Model() + id.Serial() + id.Firmware()
 		_ = id.Sectors()
+		_ = id.CurrentGeometry()
+		// The printout of any data: whole lines, the model in it.
+		s := id.String()
+		if !strings.HasPrefix(s, "ATA device") || !strings.HasSuffix(s, "\n") || !strings.Contains(s, "Model Number:       "+id.Model()+"\n") {
+			t.Fatalf("printout:\n%s", s)
+		}
 	})
 }
 

@@ -244,14 +244,14 @@ func TestCHSGolden(t *testing.T) {
 // Device-to-Host FIS golden vectors (SATA 3.x §10.5.6 byte map:
 // 34 I status error | lba0 lba1 lba2 dev | lba3 lba4 lba5 0 | cnt0 cnt1 0 0 | 0).
 func TestGoldenD2HFIS(t *testing.T) {
-	r := newRig(t, testInfo(4096))
+	d := newTestDevice(t, testInfo(4096), &ata.BufferDMA{}) // no host: the power-on registers
 	var got [ata.FISSize]byte
-	r.dev.PutD2HFIS(&got)
+	d.PutD2HFIS(&got)
 	if diff := cmp.Diff(unhex(t, "34 00 50 01 01 00 00 00 00 00 00 00 01 00 00 00 00 00 00 00"), got[:]); diff != "" {
 		t.Errorf("power-on signature FIS (-want +got):\n%s", diff)
 	}
-	issue(r.dev, ata.Command{Op: ata.CmdReadDMAExt, Addressing: ata.AddrLBA48, LBA: 4000, Count: 200})
-	r.dev.PutD2HFIS(&got)
+	issue(d, ata.Command{Op: ata.CmdReadDMAExt, Addressing: ata.AddrLBA48, LBA: 4000, Count: 200})
+	d.PutD2HFIS(&got)
 	if diff := cmp.Diff(unhex(t, "34 40 41 14 00 10 00 40 00 00 00 00 C8 00 00 00 00 00 00 00"), got[:]); diff != "" {
 		t.Errorf("IDNF at LBA 4096 FIS (-want +got):\n%s", diff)
 	}

@@ -14,6 +14,14 @@ type tb interface {
 	Fatalf(format string, args ...any)
 }
 
+// plainInfo is testInfo without TRIM, for a device over a backend without
+// Trim or without a DMA engine (NewDevice refuses TRIM there).
+func plainInfo(sectors uint64) ata.DeviceInfo {
+	info := testInfo(sectors)
+	info.TRIM = false
+	return info
+}
+
 func testInfo(sectors uint64) ata.DeviceInfo {
 	return ata.DeviceInfo{
 		Model: "NHD Test Disk", Serial: "SN-0001", Firmware: "FW1",
@@ -43,11 +51,19 @@ func newRig(t tb, info ata.DeviceInfo) *rig {
 		t.Fatal(err)
 	}
 	r.dev = d
-	r.host = ata.NewHost(d, info.Sectors, r.eng)
-	r.host.SectorSize = ss
-	id := r.dev.Identify()
-	r.host.Multiple = id.Multiple()
+	r.host = attach(t, d, r.eng)
+	r.irqs = 0 // the IDENTIFY of Attach's
 	return r
+}
+
+// attach returns ata.Attach's host driver for p or fails.
+func attach(t tb, p ata.Port, bm ata.BusMaster) *ata.Host {
+	t.Helper()
+	h, _, err := ata.Attach(p, bm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func newTestDevice(t testing.TB, info ata.DeviceInfo, dma ata.DMA) *ata.Device {

@@ -23,13 +23,15 @@ type Port interface {
 // command), write the command, wait for INTRQ (or poll with nIEN set),
 // move each DRQ block through the data register, and check the status.
 //
-// A Host is not safe for concurrent use. Its zero value needs a Port.
+// A Host is not safe for concurrent use. Attach makes one; a Host built
+// by hand needs a Port, and Identify to learn the device.
 type Host struct {
 	Port Port
 	// BusMaster points the DMA engine at the buffer of a DMA command.
 	BusMaster BusMaster
-	// Geometry translates CHS commands; set it after INITIALIZE DEVICE
-	// PARAMETERS (Exec does so when that command succeeds).
+	// Geometry translates CHS commands: Identify sets it from the
+	// device's current translation, and Exec after a successful
+	// INITIALIZE DEVICE PARAMETERS.
 	Geometry Geometry
 	// Data32 moves PIO data with 32-bit data register accesses.
 	Data32 bool
@@ -42,7 +44,7 @@ type Host struct {
 	// it.
 	SectorSize int
 	// Sectors is the device's capacity, for INITIALIZE DEVICE PARAMETERS;
-	// NewHost and Identify set it.
+	// Attach and Identify set it.
 	Sectors uint64
 	// Mode is the command family ReadAt and WriteAt use (RWPIO by
 	// default); FUA makes WriteAt use the FUA opcodes (RWDMA or
@@ -59,8 +61,26 @@ type Host struct {
 	lastCmd Command
 }
 
+// Attach returns a host driver for the device behind p, with bm (may be
+// nil) as bus master, once it has read the device's IDENTIFY DEVICE data
+// (Host.Identify): the capacity, sector size, multiple count and CHS
+// translation come from the device, as a real host learns them. It
+// returns the IDENTIFY data too; an error is the failed IDENTIFY's.
+func Attach(p Port, bm BusMaster) (*Host, Identify, error) {
+	h := &Host{Port: p, BusMaster: bm}
+	id, err := h.Identify()
+	if err != nil {
+		return nil, id, err
+	}
+	return h, id, nil
+}
+
 // NewHost returns a host driver for p, a device of the given capacity in
-// sectors (its DefaultGeometry), with bm (may be nil) as bus master.
+// sectors (its DefaultGeometry), with bm (may be nil) as bus master,
+// without asking the device anything.
+//
+// Deprecated: use Attach, which learns the capacity (and the sector size
+// and multiple count) from IDENTIFY DEVICE instead of being told it again.
 func NewHost(p Port, sectors uint64, bm BusMaster) *Host {
 	return &Host{Port: p, BusMaster: bm, Geometry: DefaultGeometry(sectors), Sectors: sectors}
 }
@@ -335,7 +355,7 @@ func (h *Host) ReadTaskFile(hob bool) TaskFile {
 }
 
 // Identify reads IDENTIFY DEVICE by PIO, checks its checksum, and sets
-// SectorSize and Multiple from it.
+// SectorSize, Sectors, Multiple and Geometry from it.
 func (h *Host) Identify() (Identify, error) {
 	var b [IdentifySize]byte
 	c := Command{Op: CmdIdentifyDevice}
@@ -349,6 +369,7 @@ func (h *Host) Identify() (Identify, error) {
 	h.SectorSize = id.LogicalSectorSize()
 	h.Sectors = id.Sectors()
 	h.Multiple = id.Multiple()
+	h.Geometry = id.CurrentGeometry()
 	return id, nil
 }
 

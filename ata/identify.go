@@ -419,17 +419,17 @@ func (id *Identify) WriteCacheEnabled() bool { return id[IDCmdEnabled1]&0x0020 !
 // TRIM reports word 169 bit 0.
 func (id *Identify) TRIM() bool { return id[IDDSM]&1 != 0 }
 
-// DMAMode returns the selected DMA transfer-mode code (XferUDMA0+n, ...)
-// from words 88, 63 and 62, or 0 if none is selected.
-func (id *Identify) DMAMode() uint8 {
+// DMAMode returns the selected DMA transfer mode (XferUDMA0+n, ...) from
+// words 88, 63 and 62, or 0 if none is selected.
+func (id *Identify) DMAMode() XferMode {
 	if sel := id[IDUDMA] >> 8 & 0x7F; sel != 0 && id[IDFieldValid]&4 != 0 {
-		return XferUDMA0 + uint8(bits.TrailingZeros16(sel))
+		return XferUDMA0 + XferMode(bits.TrailingZeros16(sel))
 	}
 	if sel := id[IDMWDMA] >> 8 & 7; sel != 0 {
-		return XferMWDMA0 + uint8(bits.TrailingZeros16(sel))
+		return XferMWDMA0 + XferMode(bits.TrailingZeros16(sel))
 	}
 	if sel := id[IDSWDMA] >> 8 & 7; sel != 0 {
-		return XferSWDMA0 + uint8(bits.TrailingZeros16(sel))
+		return XferSWDMA0 + XferMode(bits.TrailingZeros16(sel))
 	}
 	return 0
 }
@@ -506,4 +506,14 @@ func (id *Identify) AppendHex(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// CurrentGeometry returns the CHS translation in use (words 54-56 when
+// word 53 bit 0 says they are valid), else DefaultGeometry of Sectors.
+func (id *Identify) CurrentGeometry() Geometry {
+	g := Geometry{Cylinders: id[IDCurCylinders], Heads: uint8(id[IDCurHeads]), SectorsPerTrack: uint8(id[IDCurSectors])}
+	if id[IDFieldValid]&1 == 0 || g.Cylinders == 0 || g.Heads == 0 || g.Heads > 16 || g.SectorsPerTrack == 0 {
+		return DefaultGeometry(id.Sectors())
+	}
+	return g
 }

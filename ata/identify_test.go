@@ -194,7 +194,7 @@ func TestIdentifyHdparm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := ata.NewHost(d, info.Sectors, eng)
+	host := attach(t, d, eng)
 	// Read IDENTIFY the way a host does, after selecting UDMA5.
 	set := ata.Command{Op: ata.CmdSetFeatures, Features: ata.FeatureSetTransferMode, Count: ata.XferUDMA0 + 5}
 	if err := host.Exec(&set, nil); err != nil {

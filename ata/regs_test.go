@@ -73,7 +73,7 @@ func TestCommandSetSupported(t *testing.T) {
 // The register file's HOB FIFO: each write pushes the old byte; HOB=1 reads
 // it back; a write clears HOB.
 func TestHOBFIFO(t *testing.T) {
-	d := newTestDevice(t, testInfo(4096), nil)
+	d := newTestDevice(t, plainInfo(4096), nil)
 	regs := []ata.Reg{ata.RegCount, ata.RegLBALow, ata.RegLBAMid, ata.RegLBAHigh}
 	for i, r := range regs {
 		d.WriteReg(r, uint8(0x10+i))

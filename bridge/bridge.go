@@ -61,7 +61,10 @@ func New(c Config) (*Bridge, error) {
 	}
 	// The engine is the host driver's bus master itself
 	// (dma.Engine.Prepare points it at each command's buffer).
-	b.host = ata.NewHost(b.dev, b.dev.Info().Sectors, b.eng)
+	if b.host, _, err = ata.Attach(b.dev, b.eng); err != nil {
+		b.eng.Close()
+		return nil, err
+	}
 	return b, nil
 }
 

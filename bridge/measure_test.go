@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nhdkit/nhd/model"
 	"github.com/nhdkit/nhd/nbd"
@@ -169,7 +170,7 @@ func TestMeasureConfig(t *testing.T) {
 func TestMeasurementWriteText(t *testing.T) {
 	m := &Measurement{BlockSize: 64 << 10, Chunk: 32 << 10, Commands: 20, Ahead: 3,
 		Bare: map[string]model.Rate{"read": 2 << 30}, BareAhead: map[string]model.Rate{"read": 3 << 30},
-		Request: map[string]model.Cost{"read": {Fixed: 5e-6}}}
+		Request: map[string]model.Cost{"read": {Fixed: 5 * time.Microsecond}}}
 	mi := model.Rate(1 << 20)
 	for i, v := range Table4() {
 		rw := Row{Variant: v, Dir: "read", Front: 10000 * mi, Back: 2048 * mi, Measured: model.Rate(1000+100*i) * mi}

@@ -102,7 +102,7 @@ func (t *Measurement) writeRequest(w io.Writer, dir string) {
 	}
 	hide := front.Seconds(int64(t.BlockSize)) * float64(n-1) / float64(n)
 	fmt.Fprintf(w, "%s: pipelining in %s chunks makes %d NBD requests of one, in flight together: each more costs %.1f us (fitted), to hide at most %.1f us of front end\n",
-		dir, sizeText(int64(t.Chunk)), n, c.Fixed*1e6, hide*1e6)
+		dir, sizeText(int64(t.Chunk)), n, float64(c.Fixed)/1e3, hide*1e6)
 }
 
 // mib formats a rate in the paper's MB/s (2^20 bytes per second).

@@ -19,10 +19,18 @@
 // node up does to the whole (Faster, SpeedUp, which is Amdahl's law). Overlap
 // streams a block through stages in chunks: the first chunk's trip through
 // all stages plus the rest at the bottleneck's pace, the paper's DMA
-// streaming. FitCost fits measured (block size, time) Samples to a fixed
-// plus per-byte Cost by least squares and reports the fit's error. IOPS,
+// streaming. FitCost fits measured (block size, time) Samples to a Cost
+// (a fixed time.Duration plus bytes at a Bandwidth, the units Once and
+// Streaming take) by least squares and reports the fit's error. IOPS,
 // Bandwidth, Depth and Latency are Little's law for a queue of requests, and
 // Cascade.AtDepth bounds a cascade's rate with several requests in flight.
+//
+// Nothing here moves bytes faster than free: a negative rate or cost is
+// refused. NewRateNode and NewCostNode return an error wrapping
+// ErrNonPhysical for one, and FitCost returns its Fit with such an error
+// when the best line has a negative part; RateNode and CostNode, for
+// values written in the program, panic instead, as Once does on a
+// negative time. A Rate keeps no unit: String prints MiB/s, In any unit.
 //
 // In the NHD datapath the model stands beside the real components: the
 // pipeline package measures each stage's rate, hands them to RateNode, and

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -114,7 +115,7 @@ func ExampleFitCost() {
 	fmt.Printf("worst point %.1f%% off, R² %.4f\n", 100*f.MaxRel, f.R2)
 	fmt.Printf("at 1 MiB: %.3f MB/s\n", f.Cost.Rate(1<<20).MiBps())
 	// Output:
-	// 1660.6 µs + 282.292 ns/B
+	// 1660.6 µs + 3.378 MiB/s
 	// worst point 1.5% off, R² 0.9999
 	// at 1 MiB: 3.359 MB/s
 }
@@ -125,4 +126,40 @@ func ExampleIOPS() {
 	fmt.Printf("%.0f IOPS, %.0f MiB/s\n", iops, model.Bandwidth(iops, 8<<10).MiBps())
 	// Output:
 	// 128000 IOPS, 1000 MiB/s
+}
+
+// A fitted cost becomes a node only when it is physical: a line whose
+// fixed part comes out negative is reported, not used.
+func ExampleNewCostNode() {
+	fit, err := model.FitCost([]model.Sample{
+		model.SampleOf(4096, 2*time.Millisecond),
+		model.SampleOf(65536, 20*time.Millisecond),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	n, err := model.NewCostNode("NBD request", fit.Cost)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%v: %v for 16 KiB\n", fit.Cost, n.Duration(16<<10))
+
+	// Small blocks much faster than the big ones predict.
+	_, err = model.FitCost([]model.Sample{
+		model.SampleOf(4096, 10*time.Microsecond),
+		model.SampleOf(65536, 20*time.Millisecond),
+	})
+	fmt.Println(errors.Is(err, model.ErrNonPhysical), err)
+	// Output:
+	// 800.0 µs + 3.255 MiB/s: 5.6ms for 16 KiB
+	// true model: non-physical cost or rate: fixed cost -1.322667ms below zero (fitted line -1322.7 µs + 2.931 MiB/s)
+}
+
+// A Rate keeps no unit: String says MiB/s, In prints the unit asked for.
+func ExampleRate_In() {
+	r := 16 * model.MBPerSecond
+	fmt.Println(r, "=", r.In(model.MBPerSecond))
+	// Output: 15.26 MiB/s = 16 MB/s
 }

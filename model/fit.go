@@ -44,13 +44,18 @@ type Fit struct {
 	R2 float64
 }
 
-// FitCost fits Cost{Fixed, PerByte} to samples by ordinary least squares on
-// time against block size, and reports how well the line fits. The fitted
-// parts are what the data say: a negative Fixed means the samples are not
-// affine at the small end, and Fit's errors show it. It returns an error
-// wrapping ErrBadSample for a sample with Bytes <= 0 or a time that is not
-// positive and finite, and ErrTooFewSamples unless there are two distinct
-// block sizes.
+// FitCost fits a Cost (Fixed plus bytes at Bandwidth) to samples by
+// ordinary least squares on time against block size, and reports how well
+// the line fits. It returns an error wrapping ErrBadSample for a sample
+// with Bytes <= 0 or a time that is not positive and finite, and
+// ErrTooFewSamples unless there are two distinct block sizes.
+//
+// When the best line is not a physical cost (a negative Fixed: the samples
+// are not affine at the small end; or a negative slope, so a negative
+// Bandwidth: bigger blocks took less time), FitCost returns the Fit in
+// full together with an error wrapping ErrNonPhysical that names the part:
+// a caller may still report the line and its residuals, but must not take
+// it for a node's cost (NewCostNode refuses it).
 func FitCost(samples []Sample) (Fit, error) {
 	n := len(samples)
 	var xs, ys float64 // scales: the largest size and time
@@ -82,16 +87,30 @@ func FitCost(samples []Sample) (Fit, error) {
 	if sxx == 0 {
 		return Fit{}, ErrTooFewSamples
 	}
-	slope := sxy / sxx
-	return assess(samples, Cost{Fixed: (my - slope*mx) * ys, PerByte: slope * ys / xs}), nil
+	// A part within rounding of zero is zero: exact data of a free fixed
+	// part must not come out non-physical by an ulp.
+	const eps = 1e-12
+	slope, fixed := sxy/sxx, my-sxy/sxx*mx
+	if fixed < 0 && fixed > -eps {
+		fixed = 0
+	}
+	if slope < 0 && slope > -eps {
+		slope = 0
+	}
+	c := Cost{Fixed: seconds(fixed * ys), Bandwidth: Rate(xs / (slope * ys))}
+	return assessPhysical(samples, c)
 }
 
-// FitFixed fits only the fixed part to samples, the per-byte cost held at
-// perByte seconds per byte: Fixed is the mean of Seconds - perByte·Bytes.
-// It answers "what does this node add per request to that one" when both
-// move bytes at the same pace (NBD over raw TCP). Errors as for FitCost,
-// except that one sample is enough.
-func FitFixed(samples []Sample, perByte float64) (Fit, error) {
+// FitFixed fits only the fixed part to samples, the bytes held to move at
+// bandwidth: Fixed is the mean of Seconds - Bytes/bandwidth. It answers
+// "what does this node add per request to that one" when both move bytes
+// at the same pace (NBD over raw TCP). Errors as for FitCost, except that
+// one sample is enough; a bandwidth not above 0 is ErrNonPhysical.
+func FitFixed(samples []Sample, bandwidth Rate) (Fit, error) {
+	if !(bandwidth > 0) {
+		return Fit{}, fmt.Errorf("%w: FitFixed at bandwidth %v", ErrNonPhysical, bandwidth)
+	}
+	perByte := 1 / float64(bandwidth)
 	var sum float64
 	for i, s := range samples {
 		if s.Bytes <= 0 || !(s.Seconds > 0) || math.IsInf(s.Seconds, 1) {
@@ -102,7 +121,17 @@ func FitFixed(samples []Sample, perByte float64) (Fit, error) {
 	if len(samples) == 0 {
 		return Fit{}, ErrTooFewSamples
 	}
-	return assess(samples, Cost{Fixed: sum / float64(len(samples)), PerByte: perByte}), nil
+	return assessPhysical(samples, Cost{Fixed: seconds(sum / float64(len(samples))), Bandwidth: bandwidth})
+}
+
+// assessPhysical is assess, with an error wrapping ErrNonPhysical when c
+// is not a physical cost.
+func assessPhysical(samples []Sample, c Cost) (Fit, error) {
+	f := assess(samples, c)
+	if err := c.Check(); err != nil {
+		return f, fmt.Errorf("%w (fitted line %v)", err, c)
+	}
+	return f, nil
 }
 
 // assess fills in a Fit of c to samples, its sums taken on times scaled by

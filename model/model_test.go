@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +96,9 @@ func TestTermPanics(t *testing.T) {
 		"Times NaN":      func() { Once("x", us).Times(math.NaN()) },
 		"Faster 0":       func() { RateNode("x", 1).Faster(0) },
 		"Cascade.Faster": func() { Cascade{RateNode("x", 1)}.Faster(0, -1) },
+		"Streaming -1":   func() { Streaming("x", -1) },
+		"RateNode NaN":   func() { RateNode("x", Rate(math.NaN())) },
+		"CostNode -1ns":  func() { CostNode("x", Cost{Fixed: -1, Bandwidth: 1}) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -241,7 +245,7 @@ func TestFitErrors(t *testing.T) {
 
 func TestFitNoisy(t *testing.T) {
 	// A line with a known wobble: residuals and errors must report it.
-	c := Cost{Fixed: 500e-6, PerByte: 100e-9}
+	c := Cost{Fixed: 500 * us, Bandwidth: 10 * MBPerSecond}
 	var s []Sample
 	wobble := []float64{+20e-6, -20e-6, +20e-6, -20e-6}
 	for i, k := range []int64{4096, 8192, 16384, 32768} {
@@ -255,37 +259,45 @@ func TestFitNoisy(t *testing.T) {
 	for _, r := range f.Residuals {
 		sum += r
 	}
-	if math.Abs(sum) > 1e-15 {
+	// They would sum to 0 but for Fixed's rounding to the nanosecond.
+	if math.Abs(sum) > float64(len(s))*0.5e-9 {
 		t.Errorf("residuals of a least-squares line sum to %v", sum)
 	}
 	if f.RMS <= 0 || f.MaxRel <= 0 || f.R2 >= 1 || f.R2 < 0.99 {
 		t.Errorf("errors of a wobbly fit: %+v", f)
 	}
-	ff, err := FitFixed(s, c.PerByte)
+	ff, err := FitFixed(s, c.Bandwidth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(ff.Cost.Fixed-c.Fixed) > 1e-12 || math.Abs(ff.RMS-20e-6) > 1e-12 {
+	if ff.Cost.Fixed != c.Fixed || math.Abs(ff.RMS-20e-6) > 1e-12 {
 		t.Errorf("FitFixed = %+v", ff)
 	}
 }
 
 func TestCost(t *testing.T) {
-	c := Cost{Fixed: 1e-3, PerByte: 1e-6}
+	c := Cost{Fixed: time.Millisecond, Bandwidth: MBPerSecond}
 	if got := c.HalfBlock(); math.Abs(got-1000) > 1e-9 {
 		t.Errorf("HalfBlock = %v", got)
 	}
 	if got := c.Rate(1000); math.Abs(float64(got-c.Asymptote()/2)) > 1e-6 {
 		t.Errorf("rate at HalfBlock = %v, asymptote %v", got, c.Asymptote())
 	}
-	if got := c.String(); got != "1000.0 µs + 1000.000 ns/B" {
+	if got := c.String(); got != "1000.0 µs + 0.9537 MiB/s" {
 		t.Errorf("String = %q", got)
 	}
 	if got := CostNode("n", c).Seconds(1000); math.Abs(got-c.Seconds(1000)) > 1e-15 {
 		t.Errorf("CostNode time = %v", got)
 	}
-	if got := (Cost{}).Asymptote(); !math.IsInf(float64(got), 1) {
+	if got := (Cost{Bandwidth: Rate(math.Inf(1))}).Asymptote(); !math.IsInf(float64(got), 1) {
 		t.Errorf("free asymptote = %v", got)
+	}
+	if got := (Cost{Fixed: 5 * us, Bandwidth: Rate(math.Inf(1))}).Seconds(1 << 40); got != 5e-6 {
+		t.Errorf("a cost without a per-byte part takes %v s", got)
+	}
+	d := Cost{Fixed: 3 * time.Millisecond, Bandwidth: 2 * MBPerSecond}.Sub(c)
+	if d.Fixed != 2*time.Millisecond || math.Abs(d.SecondsPerByte()+0.5e-6) > 1e-18 || !errors.Is(d.Check(), ErrNonPhysical) {
+		t.Errorf("Sub = %v (%v s/B), Check %v", d, d.SecondsPerByte(), d.Check())
 	}
 }
 
@@ -303,5 +315,96 @@ func TestChain(t *testing.T) {
 	o := Overlap("o", 0, ch, RateNode("c", 1e5))
 	if got, want := o.Seconds(1000), 100e-6+math.Max(20e-6+1e-3, 1e-2); math.Abs(got-want) > 1e-15 {
 		t.Errorf("overlap of a chain = %v, want %v", got, want)
+	}
+}
+
+// Non-physical rates and costs are refused with ErrNonPhysical; zero and
+// infinite rates are a stopped and a free node.
+func TestNonPhysicalNodes(t *testing.T) {
+	inf := Rate(math.Inf(1))
+	for _, tc := range []struct {
+		name string
+		r    Rate
+		ok   bool
+	}{{"stopped", 0, true}, {"free", inf, true}, {"1 B/s", 1, true}, {"negative", -1, false}, {"NaN", Rate(math.NaN()), false}} {
+		n, err := NewRateNode("x", tc.r)
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, ErrNonPhysical)) {
+			t.Errorf("NewRateNode(%s) = %v, %v", tc.name, n, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		c    Cost
+		ok   bool
+	}{
+		{"fixed only", Cost{Fixed: us, Bandwidth: inf}, true},
+		{"affine", Cost{Fixed: us, Bandwidth: MBPerSecond}, true},
+		{"free", Cost{Bandwidth: inf}, true},
+		{"negative fixed", Cost{Fixed: -us, Bandwidth: MBPerSecond}, false},
+		{"negative bandwidth", Cost{Fixed: us, Bandwidth: -MBPerSecond}, false},
+		{"zero bandwidth", Cost{Fixed: us}, false},
+		{"NaN bandwidth", Cost{Bandwidth: Rate(math.NaN())}, false},
+	} {
+		n, err := NewCostNode("x", tc.c)
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, ErrNonPhysical)) {
+			t.Errorf("NewCostNode(%s) = %v, %v", tc.name, n, err)
+		}
+		if tc.ok {
+			if got, want := n.Seconds(1000), tc.c.Seconds(1000); math.Abs(got-want) > 1e-15 {
+				t.Errorf("%s: node time %v, cost %v", tc.name, got, want)
+			}
+		}
+	}
+}
+
+// A fit whose best line is not physical comes back in full, with an error
+// the caller must check.
+func TestFitNonPhysical(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		samples []Sample
+		part    string
+	}{
+		// Small blocks far cheaper than the line through the big ones.
+		{"negative fixed", []Sample{{1000, 1e-6}, {2000, 3e-3}, {3000, 5e-3}}, "fixed"},
+		// Bigger blocks took less time.
+		{"negative slope", []Sample{{1000, 2e-3}, {2000, 1e-3}}, "bandwidth"},
+	} {
+		f, err := FitCost(tc.samples)
+		if !errors.Is(err, ErrNonPhysical) || !strings.Contains(err.Error(), tc.part) {
+			t.Errorf("%s: FitCost err = %v, want ErrNonPhysical naming %s", tc.name, err, tc.part)
+		}
+		if f.N != len(tc.samples) || len(f.Residuals) != f.N || f.Cost.Check() == nil {
+			t.Errorf("%s: the fit that comes with the error: %+v", tc.name, f)
+		}
+		if _, err := NewCostNode("fit", f.Cost); !errors.Is(err, ErrNonPhysical) {
+			t.Errorf("%s: NewCostNode accepted the fit: %v", tc.name, err)
+		}
+	}
+	// Exact data with no fixed cost: zero, not an ulp below.
+	var s []Sample
+	for _, k := range []int64{3, 7, 1000, 12345} {
+		s = append(s, Sample{k, float64(k) / 3e7})
+	}
+	if f, err := FitCost(s); err != nil || f.Cost.Fixed != 0 {
+		t.Errorf("FitCost of a line through 0 = %v, %v", f.Cost, err)
+	}
+	if _, err := FitFixed(s, -1); !errors.Is(err, ErrNonPhysical) {
+		t.Errorf("FitFixed at a negative bandwidth: %v", err)
+	}
+}
+
+func TestRateIn(t *testing.T) {
+	r := 16 * MBPerSecond
+	for unit, want := range map[Rate]string{
+		MBPerSecond: "16 MB/s", MiBPerSecond: "15.26 MiB/s", BytePerSecond: "1.6e+07 B/s",
+		GBPerSecond: "0.016 GB/s", GiBPerSecond: "0.0149 GiB/s", 3: "1.6e+07 B/s",
+	} {
+		if got := r.In(unit); got != want {
+			t.Errorf("In(%v B/s) = %q, want %q", float64(unit), got, want)
+		}
+	}
+	if got := r.String(); got != "15.26 MiB/s" {
+		t.Errorf("String = %q", got)
 	}
 }

@@ -46,14 +46,13 @@ func PerUnit(name string, unit int64, d time.Duration) Term {
 }
 
 // Streaming returns a per-byte cost: moving the block at rate r. A rate of 0
-// or below is a stopped node (infinite cost).
+// is a stopped node (infinite cost), +Inf a free one. It panics on a
+// negative or NaN rate, as Once does on a negative cost.
 func Streaming(name string, r Rate) Term {
+	if err := r.check(); err != nil {
+		panic(fmt.Sprintf("model: Streaming %q: %v", name, err))
+	}
 	return Term{Name: name, Each: r.Seconds(1), Unit: 1}
-}
-
-// PerByte returns a per-byte cost of s seconds per byte (a fitted slope).
-func PerByte(name string, s float64) Term {
-	return Term{Name: name, Each: math.Max(s, 0), Unit: 1}
 }
 
 // OnePer returns t paid once per n of its units, rounded up: one ACK per 7
@@ -131,19 +130,48 @@ func NewNode(name string, terms ...Term) Node {
 	return Node{Name: name, Terms: terms}
 }
 
-// RateNode returns a node that moves bytes at a measured rate r and has no
-// per-block cost: the form a pipeline stage's measured throughput takes.
-func RateNode(name string, r Rate) Node {
-	return NewNode(name, Streaming(name, r))
+// NewRateNode returns a node that moves bytes at rate r and has no
+// per-block cost: the form a pipeline stage's measured throughput takes. A
+// rate of 0 is a stopped node, +Inf a free one; a negative or NaN rate is
+// refused with an error wrapping ErrNonPhysical.
+func NewRateNode(name string, r Rate) (Node, error) {
+	if err := r.check(); err != nil {
+		return Node{}, fmt.Errorf("%w (node %q)", err, name)
+	}
+	return NewNode(name, Streaming(name, r)), nil
 }
 
-// CostNode returns a node with the affine cost c (a fitted node). The node
-// takes c as it is: a fit's negative Fixed gives negative times for blocks
-// below -Fixed/PerByte bytes, outside the data the fit came from.
+// RateNode is NewRateNode for a rate the program states (a cascade
+// literal): it panics where NewRateNode returns an error, as PerUnit does
+// on a bad unit. Use NewRateNode for a rate that comes from data.
+func RateNode(name string, r Rate) Node {
+	n, err := NewRateNode(name, r)
+	if err != nil {
+		panic(err.Error())
+	}
+	return n
+}
+
+// NewCostNode returns a node with the affine cost c (a fitted node): c.Fixed
+// once per block plus each byte at c.Bandwidth. A cost that Check refuses
+// (a negative part, as a fit to data that are not affine can give, which
+// would make the node faster than its own fixed cost allows) is refused
+// with the same error, wrapping ErrNonPhysical.
+func NewCostNode(name string, c Cost) (Node, error) {
+	if err := c.Check(); err != nil {
+		return Node{}, fmt.Errorf("%w (node %q)", err, name)
+	}
+	return NewNode(name, Once("per block", c.Fixed), Streaming("per byte", c.Bandwidth)), nil
+}
+
+// CostNode is NewCostNode for a cost the program states: it panics where
+// NewCostNode returns an error. Use NewCostNode for a fitted cost.
 func CostNode(name string, c Cost) Node {
-	return NewNode(name,
-		Term{Name: "per block", Each: c.Fixed},
-		Term{Name: "per byte", Each: c.PerByte, Unit: 1})
+	n, err := NewCostNode(name, c)
+	if err != nil {
+		panic(err.Error())
+	}
+	return n
 }
 
 // Overlap returns a node made of stages that work on a block at the same
@@ -277,51 +305,15 @@ func (n Node) Faster(f float64) Node {
 	return out
 }
 
-// seconds converts s to a Duration, saturating at the largest Duration.
+// seconds converts s to a Duration rounded to the nanosecond, saturating
+// at the largest and smallest Durations.
 func seconds(s float64) time.Duration {
 	d := s * float64(time.Second)
-	if d >= math.MaxInt64 {
+	switch {
+	case d >= math.MaxInt64:
 		return time.Duration(math.MaxInt64)
+	case d <= math.MinInt64:
+		return time.Duration(math.MinInt64)
 	}
 	return time.Duration(math.Round(d))
-}
-
-// Cost is an affine node cost: Fixed seconds per block plus PerByte seconds
-// per byte. It is what Fit measures and what CostNode turns into a node.
-type Cost struct {
-	Fixed   float64 // seconds per block
-	PerByte float64 // seconds per byte
-}
-
-// Seconds returns c's time for a block of k bytes.
-func (c Cost) Seconds(k int64) float64 { return c.Fixed + c.PerByte*float64(k) }
-
-// Rate returns c's rate for blocks of k bytes.
-func (c Cost) Rate(k int64) Rate { return rateOf(k, c.Seconds(k)) }
-
-// Asymptote returns the rate c approaches for very large blocks, 1/PerByte.
-func (c Cost) Asymptote() Rate {
-	if c.PerByte <= 0 {
-		return Rate(math.Inf(1))
-	}
-	return Rate(1 / c.PerByte)
-}
-
-// HalfBlock returns the block size at which the fixed part equals the
-// per-byte part, so the node reaches half its asymptotic rate (Hockney's
-// n½): Fixed/PerByte bytes.
-func (c Cost) HalfBlock() float64 {
-	if c.PerByte <= 0 {
-		return math.Inf(1)
-	}
-	return c.Fixed / c.PerByte
-}
-
-// Sub returns c - d part by part: the overhead of one node over another
-// (NBD over raw TCP).
-func (c Cost) Sub(d Cost) Cost { return Cost{c.Fixed - d.Fixed, c.PerByte - d.PerByte} }
-
-// String formats c as "F µs + P ns/B".
-func (c Cost) String() string {
-	return fmt.Sprintf("%.1f µs + %.3f ns/B", c.Fixed*1e6, c.PerByte*1e9)
 }

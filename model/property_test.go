@@ -181,8 +181,8 @@ func TestPropSharesAndAmdahl(t *testing.T) {
 func TestPropFitRecoversAffine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := Cost{
-			Fixed:   rapid.Float64Range(0, 0.1).Draw(t, "fixed"),
-			PerByte: rapid.Float64Range(1e-11, 1e-5).Draw(t, "per byte"),
+			Fixed:     time.Duration(rapid.Int64Range(0, int64(100*time.Millisecond)).Draw(t, "fixed")),
+			Bandwidth: Rate(1 / rapid.Float64Range(1e-11, 1e-5).Draw(t, "per byte")),
 		}
 		sizes := rapid.SliceOfNDistinct(rapid.Int64Range(1, 1<<30), 2, 12, rapid.ID).Draw(t, "sizes")
 		var s []Sample
@@ -198,8 +198,9 @@ func TestPropFitRecoversAffine(t *testing.T) {
 		for _, x := range s {
 			top = math.Max(top, x.Seconds)
 		}
-		if math.Abs(f.Cost.Fixed-c.Fixed) > 1e-9*top ||
-			math.Abs(f.Cost.PerByte-c.PerByte) > 1e-9*top/float64(maxOf(sizes)-minOf(sizes)) ||
+		// Fixed is a Duration: one nanosecond of rounding on top.
+		if math.Abs((f.Cost.Fixed-c.Fixed).Seconds()) > 1e-9*top+1e-9 ||
+			math.Abs(f.Cost.SecondsPerByte()-c.SecondsPerByte()) > 1e-9*(top+1e-9)/float64(maxOf(sizes)-minOf(sizes)) ||
 			f.MaxRel > 1e-6 {
 			t.Fatalf("fit %+v of exact %+v", f, c)
 		}

@@ -9,8 +9,9 @@ import (
 // Rate is a bandwidth in bytes per second.
 //
 // The paper behind nhd writes "MB/s" for 2^20 bytes per second (64 KiB in
-// 4745 us is its 13.17 MB/s); MiBps and the String method follow it, and
-// MBps gives the decimal 10^6 form for comparison with tools that use it.
+// 4745 us is its 13.17 MB/s); MiBps and the String method follow it,
+// printing "MiB/s", and MBps and In(MBPerSecond) give the decimal 10^6
+// form for comparison with tools that use it.
 //
 // A Rate of 0 is a stopped node, +Inf a node that costs nothing.
 type Rate float64
@@ -22,7 +23,20 @@ const (
 	MiBPerSecond Rate = 1 << 20
 	// MBPerSecond is 10^6 bytes per second.
 	MBPerSecond Rate = 1e6
+	// GiBPerSecond is 2^30 bytes per second.
+	GiBPerSecond Rate = 1 << 30
+	// GBPerSecond is 10^9 bytes per second.
+	GBPerSecond Rate = 1e9
 )
+
+// unitNames are the units In knows, by value.
+var unitNames = [...]struct {
+	unit Rate
+	name string
+}{
+	{BytePerSecond, "B/s"}, {MiBPerSecond, "MiB/s"}, {MBPerSecond, "MB/s"},
+	{GiBPerSecond, "GiB/s"}, {GBPerSecond, "GB/s"},
+}
 
 // RateOf returns the rate of moving n bytes in d. A zero or negative d gives
 // +Inf.
@@ -53,8 +67,24 @@ func (r Rate) Seconds(n int64) float64 {
 	return float64(n) / float64(r)
 }
 
-// String formats r in MiB/s with four significant digits.
-func (r Rate) String() string { return fmt.Sprintf("%.4g MiB/s", r.MiBps()) }
+// String formats r in MiB/s (the paper's MB/s) with four significant
+// digits and the unit written out, "15.26 MiB/s", whatever unit r was
+// made with: a Rate is a number of bytes per second and keeps no unit. In
+// prints another unit.
+func (r Rate) String() string { return r.In(MiBPerSecond) }
+
+// In formats r in unit with four significant digits and the unit's name:
+// (16 * MBPerSecond).In(MBPerSecond) is "16 MB/s". unit is one of the
+// unit constants (BytePerSecond, MBPerSecond, MiBPerSecond, GBPerSecond,
+// GiBPerSecond); any other value formats r in B/s.
+func (r Rate) In(unit Rate) string {
+	for _, u := range unitNames {
+		if u.unit == unit {
+			return fmt.Sprintf("%.4g %s", float64(r/unit), u.name)
+		}
+	}
+	return fmt.Sprintf("%.4g B/s", float64(r))
+}
 
 // Series returns the effective rate of nodes in series, each handing a block
 // to the next with a synchronous protocol: 1/V = Σ 1/V_i (the paper's formula

@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nhdkit/nhd/model"
 	"github.com/nhdkit/nhd/model/paper"
@@ -230,7 +231,7 @@ func curve(r *report) error {
 	if err != nil {
 		return err
 	}
-	same, err := model.FitFixed(paper.Samples(paper.Figure4NBD), tcp.Cost.PerByte)
+	same, err := model.FitFixed(paper.Samples(paper.Figure4NBD), tcp.Cost.Bandwidth)
 	if err != nil {
 		return err
 	}
@@ -242,24 +243,24 @@ func curve(r *report) error {
 		fit  model.Fit
 	}{{"raw TCP (16 KB left out)", tcp}, {"raw TCP (16 KB read 2.816)", tcp5}, {"NBD", nbd}, {"NBD, TCP's per-byte cost", same}} {
 		r.row("%s\t%d\t%.1f\t%.2f\t%.3f\t%.1f KiB\t%.1f\t%.2f%%\t%.4f\t", f.name, f.fit.N,
-			f.fit.Cost.Fixed*1e6, f.fit.Cost.PerByte*1e9, f.fit.Cost.Asymptote().MiBps(),
+			micros(f.fit.Cost.Fixed), f.fit.Cost.SecondsPerByte()*1e9, f.fit.Cost.Asymptote().MiBps(),
 			f.fit.Cost.HalfBlock()/1024, f.fit.RMS*1e6, 100*f.fit.MaxRel, f.fit.R2)
 	}
 	r.end()
 	over := nbd.Cost.Sub(tcp.Cost)
 	plus := same.Cost.Fixed - tcp.Cost.Fixed
-	r.text("NBD's per-request overhead over raw TCP: %.0f µs a request, fitting NBD's points", plus*1e6)
+	r.text("NBD's per-request overhead over raw TCP: %.0f µs a request, fitting NBD's points", micros(plus))
 	r.text("with TCP's per-byte cost (NBD moves its payload over that TCP). Fitted freely,")
-	r.text("NBD differs from TCP by %.0f µs a request and %+.2f ns/B: a per-byte cost below", over.Fixed*1e6, over.PerByte*1e9)
+	r.text("NBD differs from TCP by %.0f µs a request and %+.2f ns/B: a per-byte cost below", micros(over.Fixed), over.SecondsPerByte()*1e9)
 	r.text("TCP's own, which cannot be, so beyond the data the free fits cross (NBD > TCP).")
 	r.text("The OCR garbles raw TCP at 16 KB (\"2名16\": 2.x16). The fit of the four legible")
 	r.text("points predicts %.3f there; the nearest reading is %.3f, between its neighbours", predicted, reading)
 	r.text("and above NBD's 2.458, so it is read as %.3f but kept out of the main fit.", reading)
 	r.text("")
 
-	nbdOnTCP := model.Cost{Fixed: tcp.Cost.Fixed + plus, PerByte: tcp.Cost.PerByte}
+	nbdOnTCP := model.Cost{Fixed: tcp.Cost.Fixed + plus, Bandwidth: tcp.Cost.Bandwidth}
 	r.title("Block-size curve from the fits (MB/s)")
-	r.row("block	raw TCP	NBD	NBD = TCP + %.0f µs	its share of TCP	Figure 4 TCP	Figure 4 NBD	", plus*1e6)
+	r.row("block	raw TCP	NBD	NBD = TCP + %.0f µs	its share of TCP	Figure 4 TCP	Figure 4 NBD	", micros(plus))
 	for b := int64(4 << 10); b <= 1<<20; b *= 2 {
 		mt, mn := "", "(extrapolated)"
 		for i, fb := range paper.Figure4Blocks {
@@ -280,3 +281,6 @@ func curve(r *report) error {
 	r.end()
 	return r.err
 }
+
+// micros returns d in microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -76,13 +76,13 @@ func TestNBDOverhead(t *testing.T) {
 			t.Errorf("%s = %.4f, want %.4f", what, got, want)
 		}
 	}
-	near("TCP fixed (us)", tcp.Cost.Fixed*1e6, 680.7, 0.05)
-	near("TCP per byte (ns)", tcp.Cost.PerByte*1e9, 292.893, 5e-4)
+	near("TCP fixed (us)", float64(tcp.Cost.Fixed)/1e3, 680.7, 0.05)
+	near("TCP per byte (ns)", tcp.Cost.SecondsPerByte()*1e9, 292.893, 5e-4)
 	near("TCP worst point (%)", tcp.MaxRel*100, 7.73, 0.01)
-	near("NBD fixed (us)", nbd.Cost.Fixed*1e6, 1660.6, 0.05)
-	near("NBD per byte (ns)", nbd.Cost.PerByte*1e9, 282.292, 5e-4)
+	near("NBD fixed (us)", float64(nbd.Cost.Fixed)/1e3, 1660.6, 0.05)
+	near("NBD per byte (ns)", nbd.Cost.SecondsPerByte()*1e9, 282.292, 5e-4)
 	near("NBD worst point (%)", nbd.MaxRel*100, 1.46, 0.01)
 	d := nbd.Cost.Sub(tcp.Cost)
-	near("overhead fixed (us)", d.Fixed*1e6, 979.9, 0.05)
-	near("overhead per byte (ns)", d.PerByte*1e9, -10.601, 5e-4)
+	near("overhead fixed (us)", float64(d.Fixed)/1e3, 979.9, 0.05)
+	near("overhead per byte (ns)", d.SecondsPerByte()*1e9, -10.601, 5e-4)
 }
