@@ -201,67 +201,82 @@ func (s *Server) resolveExports() error {
 	s.exports = make(map[string]*serverExport, len(s.Exports))
 	for i := range s.Exports {
 		e := &s.Exports[i]
-		if e.Backend == nil {
-			return fmt.Errorf("nbd: export %q has no Backend", e.Name)
-		}
-		if len(e.Name) > MaxStringLength || len(e.Description) > MaxStringLength {
-			return fmt.Errorf("nbd: export %q: name or description longer than %d bytes", e.Name, MaxStringLength)
-		}
 		if _, dup := s.exports[e.Name]; dup {
 			return fmt.Errorf("nbd: export %q listed twice", e.Name)
 		}
-		size := e.Backend.Size()
-		if size < 0 {
-			return fmt.Errorf("nbd: export %q has negative size %d", e.Name, size)
-		}
-		x := &serverExport{Export: *e, size: uint64(size), minBlock: e.MinBlockSize, prefBlock: e.PreferredBlockSize, maxPayload: maxPayload}
-		if x.minBlock == 0 {
-			x.minBlock = 1
-		}
-		if x.prefBlock == 0 {
-			x.prefBlock = max(DefaultPreferredBlockSize, x.minBlock)
-		}
-		if !serverPow2(x.minBlock) || x.minBlock > 64<<10 {
-			return fmt.Errorf("nbd: export %q: MinBlockSize %d is not a power of two up to 65536", e.Name, x.minBlock)
-		}
-		if !serverPow2(x.prefBlock) || x.prefBlock < max(512, x.minBlock) {
-			return fmt.Errorf("nbd: export %q: PreferredBlockSize %d is not a power of two of at least 512 and MinBlockSize", e.Name, x.prefBlock)
-		}
-		if x.maxPayload%x.minBlock != 0 || x.maxPayload < x.prefBlock {
-			return fmt.Errorf("nbd: export %q: MaxPayload %d is not a multiple of MinBlockSize of at least PreferredBlockSize", e.Name, x.maxPayload)
-		}
-		b := e.Backend
-		x.flags = ExportHasFlags | ExportSendCache
-		x.flusher, _ = b.(Flusher)
-		x.fua, _ = b.(FUAWriter)
-		x.trimmer, _ = b.(Trimmer)
-		x.zeroer, _ = b.(Zeroer)
-		x.status, _ = b.(BlockStatuser)
-		x.cacher, _ = b.(Cacher)
-		// Only a bare MemDisk: a type embedding one may override WriteAt.
-		x.pages, _ = b.(*MemDisk)
-		if x.flusher != nil {
-			x.flags |= ExportSendFlush | ExportSendFUA
-		}
-		if e.ReadOnly {
-			x.flags |= ExportReadOnly
-		} else {
-			x.flags |= ExportSendWriteZeroes | ExportSendFastZero
-			if x.trimmer != nil {
-				x.flags |= ExportSendTrim
-			}
-		}
-		if e.Rotational {
-			x.flags |= ExportRotational
-		}
-		if m, ok := b.(MultiConnBackend); ok && m.CanMultiConn() {
-			x.flags |= ExportCanMultiConn
+		x, err := resolveExport(e, maxPayload)
+		if err != nil {
+			return err
 		}
 		s.exports[e.Name] = x
 		s.names = append(s.names, e.Name)
 	}
 	sort.Strings(s.names)
 	return nil
+}
+
+// resolveExport checks e and finds what its Backend can do.
+func resolveExport(e *Export, maxPayload uint32) (*serverExport, error) {
+	if e.Backend == nil {
+		return nil, fmt.Errorf("nbd: export %q has no Backend", e.Name)
+	}
+	if len(e.Name) > MaxStringLength || len(e.Description) > MaxStringLength {
+		return nil, fmt.Errorf("nbd: export %q: name or description longer than %d bytes", e.Name, MaxStringLength)
+	}
+	size := e.Backend.Size()
+	if size < 0 {
+		return nil, fmt.Errorf("nbd: export %q has negative size %d", e.Name, size)
+	}
+	x := &serverExport{Export: *e, size: uint64(size), minBlock: e.MinBlockSize, prefBlock: e.PreferredBlockSize, maxPayload: maxPayload}
+	if x.minBlock == 0 {
+		x.minBlock = 1
+	}
+	if x.prefBlock == 0 {
+		x.prefBlock = max(DefaultPreferredBlockSize, x.minBlock)
+	}
+	if !serverPow2(x.minBlock) || x.minBlock > 64<<10 {
+		return nil, fmt.Errorf("nbd: export %q: MinBlockSize %d is not a power of two up to 65536", e.Name, x.minBlock)
+	}
+	if !serverPow2(x.prefBlock) || x.prefBlock < max(512, x.minBlock) {
+		return nil, fmt.Errorf("nbd: export %q: PreferredBlockSize %d is not a power of two of at least 512 and MinBlockSize", e.Name, x.prefBlock)
+	}
+	if x.maxPayload%x.minBlock != 0 || x.maxPayload < x.prefBlock {
+		return nil, fmt.Errorf("nbd: export %q: MaxPayload %d is not a multiple of MinBlockSize of at least PreferredBlockSize", e.Name, x.maxPayload)
+	}
+	x.resolveFeatures()
+	return x, nil
+}
+
+// resolveFeatures finds the Backend's optional interfaces and the
+// transmission flags they advertise.
+func (x *serverExport) resolveFeatures() {
+	b := x.Backend
+	x.flags = ExportHasFlags | ExportSendCache
+	x.flusher, _ = b.(Flusher)
+	x.fua, _ = b.(FUAWriter)
+	x.trimmer, _ = b.(Trimmer)
+	x.zeroer, _ = b.(Zeroer)
+	x.status, _ = b.(BlockStatuser)
+	x.cacher, _ = b.(Cacher)
+	// Only a bare MemDisk: a type embedding one may override WriteAt.
+	x.pages, _ = b.(*MemDisk)
+	if x.flusher != nil {
+		x.flags |= ExportSendFlush | ExportSendFUA
+	}
+	if x.ReadOnly {
+		x.flags |= ExportReadOnly
+	} else {
+		x.flags |= ExportSendWriteZeroes | ExportSendFastZero
+		if x.trimmer != nil {
+			x.flags |= ExportSendTrim
+		}
+	}
+	if x.Rotational {
+		x.flags |= ExportRotational
+	}
+	if m, ok := b.(MultiConnBackend); ok && m.CanMultiConn() {
+		x.flags |= ExportCanMultiConn
+	}
 }
 
 // serverTransientAccept reports an accept error worth retrying.

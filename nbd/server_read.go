@@ -1,0 +1,257 @@
+package nbd
+
+import (
+	"encoding/binary"
+)
+
+// Replies to NBD_CMD_READ (simple, structured, or lent from the backend's
+// memory) and NBD_CMD_BLOCK_STATUS.
+
+// serverHoleChunkSize is the size of a whole OFFSET_HOLE chunk.
+const serverHoleChunkSize = ChunkHeaderSize + OffsetHoleSize
+
+func (c *serverConn) readSimple(ts *serverTransmitState, s *serverSlot) {
+	n := int(s.req.Length)
+	b := s.grow(serverHeadroom + n)
+	if n > 0 {
+		if _, err := c.export.Backend.ReadAt(b[serverHeadroom:], int64(s.req.Offset)); err != nil {
+			c.sendError(ts, s, ErrnoOf(err), "")
+			return
+		}
+	}
+	h := b[serverHeadroom-SimpleReplySize : serverHeadroom]
+	r := SimpleReply{Cookie: s.req.Cookie}
+	r.Put((*[SimpleReplySize]byte)(h))
+	c.send(ts, s, b[serverHeadroom-SimpleReplySize:])
+}
+
+// readStructured answers a READ with OFFSET_DATA chunks for data and
+// OFFSET_HOLE chunks for ranges the backend reports as reading zero, all
+// laid out in the slot's buffer and sent with one Write. Everything is
+// read before anything is sent, so the last content chunk carries DONE.
+func (c *serverConn) readStructured(ts *serverTransmitState, s *serverSlot) {
+	r := &s.req
+	if r.Length == 0 {
+		b := s.small[:ChunkHeaderSize]
+		h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkNone, Cookie: r.Cookie}
+		h.Put((*[ChunkHeaderSize]byte)(b))
+		c.send(ts, s, b)
+		return
+	}
+	runs := c.readRuns(s)
+	b := s.grow(serverHeadroom + int(r.Length) + serverHoleChunkSize*len(runs))
+	pos := 0
+	for i, run := range runs {
+		var flags ReplyFlags
+		if i == len(runs)-1 {
+			flags = ReplyFlagDone
+		}
+		if run.hole {
+			h := ChunkHeader{Flags: flags, Type: ChunkOffsetHole, Cookie: r.Cookie, Length: OffsetHoleSize}
+			h.Put((*[ChunkHeaderSize]byte)(b[pos:]))
+			PutOffsetHole((*[OffsetHoleSize]byte)(b[pos+ChunkHeaderSize:]), run.off, run.n)
+			pos += serverHoleChunkSize
+			continue
+		}
+		h := ChunkHeader{Flags: flags, Type: ChunkOffsetData, Cookie: r.Cookie, Length: OffsetDataHeaderSize + run.n}
+		h.Put((*[ChunkHeaderSize]byte)(b[pos:]))
+		binary.BigEndian.PutUint64(b[pos+ChunkHeaderSize:], run.off)
+		pos += serverHeadroom
+		if _, err := c.export.Backend.ReadAt(b[pos:pos+int(run.n)], int64(run.off)); err != nil {
+			c.sendError(ts, s, ErrnoOf(err), "")
+			return
+		}
+		pos += int(run.n)
+	}
+	c.send(ts, s, b[:pos])
+}
+
+// readLent answers a READ from a MemDisk's own memory: the disk lends the
+// chunks the read covers and the reply goes out as headers and those
+// chunks in one writev, with no copy before the socket's. It sends what
+// readStructured and readSimple send, byte for byte: holes as OFFSET_HOLE
+// chunks (structured) or zeroes (simple).
+func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
+	r := &s.req
+	if r.Length == 0 {
+		if c.structured {
+			c.readStructured(ts, s)
+		} else {
+			c.readSimple(ts, s)
+		}
+		return
+	}
+	off, n := int64(r.Offset), int64(r.Length)
+	views := c.export.pages.lend(off, n, s.views[:0])
+	s.views = views
+	s.lent = [2]int64{off, n}
+	// Holes (nil views) become zeroes of their length, and every piece an
+	// extent, so a structured reply splits into runs as readRuns splits a
+	// backend's block status.
+	ext := s.ext[:0]
+	for i, at := 0, off; i < len(views); i++ {
+		k := min(MemDiskChunkSize-at%MemDiskChunkSize, off+n-at)
+		var f ExtentFlags
+		if views[i] == nil {
+			views[i], f = serverZeroes[:k], ExtentHole|ExtentZero
+		}
+		ext = append(ext, Extent{Length: uint32(k), Flags: f})
+		at += k
+	}
+	if cap(ext) <= serverMaxExtents {
+		s.ext = ext[:0]
+	}
+	iov := s.iov[:0]
+	if !c.structured {
+		h := s.small[:SimpleReplySize]
+		rep := SimpleReply{Cookie: r.Cookie}
+		rep.Put((*[SimpleReplySize]byte)(h))
+		s.iov = append(append(iov, h), views...)
+		c.send(ts, s, nil)
+		return
+	}
+	runs := serverSplitRuns(s.runs[:0], r, ext)
+	hdrs := s.grow(len(runs) * serverHoleChunkSize)
+	pos, i := 0, 0 // in hdrs, in views
+	for k, run := range runs {
+		var flags ReplyFlags
+		if k == len(runs)-1 {
+			flags = ReplyFlagDone
+		}
+		if run.hole {
+			b := hdrs[pos : pos+serverHoleChunkSize]
+			h := ChunkHeader{Flags: flags, Type: ChunkOffsetHole, Cookie: r.Cookie, Length: OffsetHoleSize}
+			h.Put((*[ChunkHeaderSize]byte)(b))
+			PutOffsetHole((*[OffsetHoleSize]byte)(b[ChunkHeaderSize:]), run.off, run.n)
+			iov = append(iov, b)
+			pos += serverHoleChunkSize
+			for left := int(run.n); left > 0; i++ {
+				left -= int(ext[i].Length)
+			}
+			continue
+		}
+		b := hdrs[pos : pos+serverHeadroom]
+		h := ChunkHeader{Flags: flags, Type: ChunkOffsetData, Cookie: r.Cookie, Length: OffsetDataHeaderSize + run.n}
+		h.Put((*[ChunkHeaderSize]byte)(b))
+		binary.BigEndian.PutUint64(b[ChunkHeaderSize:], run.off)
+		iov = append(iov, b)
+		pos += serverHeadroom
+		for left := int(run.n); left > 0; i++ {
+			iov = append(iov, views[i])
+			left -= len(views[i])
+		}
+	}
+	s.iov = iov
+	c.send(ts, s, nil)
+}
+
+// readRuns splits a read into data and hole runs from the backend's
+// block status; without one the whole read is one data run.
+func (c *serverConn) readRuns(s *serverSlot) []serverRun {
+	r := &s.req
+	runs := s.runs[:0]
+	x := c.export
+	if x.status == nil {
+		return append(runs, serverRun{off: r.Offset, n: r.Length})
+	}
+	ext, err := x.status.BlockStatus(c.ctx, int64(r.Offset), int64(r.Length), s.ext[:0])
+	if cap(ext) <= serverMaxExtents {
+		s.ext = ext[:0]
+	}
+	if err != nil {
+		return append(runs, serverRun{off: r.Offset, n: r.Length})
+	}
+	return serverSplitRuns(runs, r, ext)
+}
+
+// serverSplitRuns appends to runs the data and hole runs of read r that
+// extents ext describe (ExtentZero: a hole), at most serverMaxReadRuns:
+// past that, and past the extents, the rest is data. Under FlagDF a read
+// with any data is one data run.
+func serverSplitRuns(runs []serverRun, r *Request, ext []Extent) []serverRun {
+	start := len(runs)
+	off, end := r.Offset, r.Offset+uint64(r.Length)
+	for _, e := range ext {
+		if e.Length == 0 || off >= end {
+			break
+		}
+		n := min(uint64(e.Length), end-off)
+		hole := e.Flags.Has(ExtentZero)
+		if k := len(runs); k > start && runs[k-1].hole == hole {
+			runs[k-1].n += uint32(n)
+		} else {
+			if len(runs)-start == serverMaxReadRuns-1 {
+				break
+			}
+			runs = append(runs, serverRun{off: off, n: uint32(n), hole: hole})
+		}
+		off += n
+	}
+	if off < end {
+		if k := len(runs); k > start && !runs[k-1].hole {
+			runs[k-1].n += uint32(end - off)
+		} else {
+			runs = append(runs, serverRun{off: off, n: uint32(end - off)})
+		}
+	}
+	// proto.md: under DF at most one content chunk, and a range with both
+	// data and holes MUST go as data.
+	if r.Flags.Has(FlagDF) && len(runs)-start > 1 {
+		return append(runs[:start], serverRun{off: r.Offset, n: r.Length})
+	}
+	return runs
+}
+
+// blockStatus answers NBD_CMD_BLOCK_STATUS with one BLOCK_STATUS chunk for
+// base:allocation, describing at most serverBlockStatusWindow bytes in at
+// most serverMaxExtents descriptors, none past the request.
+func (c *serverConn) blockStatus(ts *serverTransmitState, s *serverSlot) {
+	r := &s.req
+	x := c.export
+	want := uint64(min(r.Length, serverBlockStatusWindow))
+	var ext []Extent
+	if x.status != nil {
+		var err error
+		ext, err = x.status.BlockStatus(c.ctx, int64(r.Offset), int64(want), s.ext[:0])
+		if cap(ext) <= serverMaxExtents {
+			s.ext = ext[:0]
+		}
+		if err != nil {
+			c.sendError(ts, s, ErrnoOf(err), "")
+			return
+		}
+	}
+	// Clean what the backend gave: no empty extents, nothing past the
+	// request, neighbours with equal flags merged, bounded count.
+	out := ext[:0]
+	var sum uint64
+	for _, e := range ext {
+		if e.Length == 0 || sum >= want {
+			continue
+		}
+		if n := uint64(e.Length); n > want-sum {
+			e.Length = uint32(want - sum)
+		}
+		sum += uint64(e.Length)
+		if k := len(out); k > 0 && out[k-1].Flags == e.Flags {
+			out[k-1].Length += e.Length
+			continue
+		}
+		if len(out) == serverMaxExtents {
+			break
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		out = append(s.ext[:0], Extent{Length: uint32(want)})
+	}
+	if r.Flags.Has(FlagReqOne) {
+		out = out[:1]
+	}
+	n := ChunkHeaderSize + BlockStatusHeaderSize + ExtentSize*len(out)
+	b := s.grow(n)[:ChunkHeaderSize]
+	h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkBlockStatus, Cookie: r.Cookie, Length: uint32(n - ChunkHeaderSize)}
+	h.Put((*[ChunkHeaderSize]byte)(b))
+	b = AppendBlockStatus(b, serverMetaContextID, out)
+	c.send(ts, s, b)
+}
