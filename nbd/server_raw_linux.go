@@ -14,12 +14,12 @@ import (
 // its client), the runtime's sysmon thread sleeps until a goroutine next
 // enters a system call, which wakes it (a futex call), and then polls
 // every 20 us for a millisecond or more. A server that waits for its
-// client thousands of times a second paid that on every wake-up: under
-// fio's 64 KiB writes at depth 8, 0.28 context switches, 0.08 futex calls
-// and 0.09 nanosleeps per request, and 12% of the server's CPU in sysmon
-// (perf); raw, 0.02 context switches per request and 16-19% less server
-// CPU per request (nbd/README.md has the runs). A non-blocking read or
-// writev never blocks, so holding the P through one costs nothing.
+// client thousands of times a second paid that on every wake-up, in
+// context switches, futex calls and sysmon's CPU time (fio 64 KiB writes at
+// depth 8 through examples/nbd-server/fio-compare.sh shows it, with perf
+// stat for the counts; BenchmarkServerWrite64KQD8 runs the same path in
+// process). A non-blocking read or writev never blocks, so holding the P
+// through one costs nothing.
 //
 // The price: once sysmon has found every P idle it stays asleep while the
 // server runs, until the next timer, GC or any other goroutine's ordinary
