@@ -170,7 +170,8 @@ type serverExport struct {
 	zeroer     Zeroer
 	status     BlockStatuser
 	cacher     Cacher
-	pages      *MemDisk // the Backend itself, for whole-chunk writes
+	lender     Lender    // reads sent from the backend's memory
+	pages      PageTaker // whole-page writes handed over
 }
 
 func (s *Server) init() error {
@@ -258,8 +259,8 @@ func (x *serverExport) resolveFeatures() {
 	x.zeroer, _ = b.(Zeroer)
 	x.status, _ = b.(BlockStatuser)
 	x.cacher, _ = b.(Cacher)
-	// Only a bare MemDisk: a type embedding one may override WriteAt.
-	x.pages, _ = b.(*MemDisk)
+	x.lender, _ = b.(Lender)
+	x.pages, _ = b.(PageTaker)
 	if x.flusher != nil {
 		x.flags |= ExportSendFlush | ExportSendFUA
 	}

@@ -66,9 +66,9 @@ func (c *serverConn) readStructured(ts *serverTransmitState, s *serverSlot) {
 	c.send(ts, s, b[:pos])
 }
 
-// readLent answers a READ from a MemDisk's own memory: the disk lends the
-// chunks the read covers and the reply goes out as headers and those
-// chunks in one writev, with no copy before the socket's. It sends what
+// readLent answers a READ from a Lender's memory: the backend lends the
+// pieces the read covers and the reply goes out as headers and those
+// pieces in one writev, with no copy before the socket's. It sends what
 // readStructured and readSimple send, byte for byte: holes as OFFSET_HOLE
 // chunks (structured) or zeroes (simple).
 func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
@@ -82,25 +82,9 @@ func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
 		return
 	}
 	off, n := int64(r.Offset), int64(r.Length)
-	views := c.export.pages.lend(off, n, s.views[:0])
-	s.views = views
+	s.pieces = c.export.lender.Lend(off, n, s.pieces[:0])
 	s.lent = [2]int64{off, n}
-	// Holes (nil views) become zeroes of their length, and every piece an
-	// extent, so a structured reply splits into runs as readRuns splits a
-	// backend's block status.
-	ext := s.ext[:0]
-	for i, at := 0, off; i < len(views); i++ {
-		k := min(MemDiskChunkSize-at%MemDiskChunkSize, off+n-at)
-		var f ExtentFlags
-		if views[i] == nil {
-			views[i], f = serverZeroes[:k], ExtentHole|ExtentZero
-		}
-		ext = append(ext, Extent{Length: uint32(k), Flags: f})
-		at += k
-	}
-	if cap(ext) <= serverMaxExtents {
-		s.ext = ext[:0]
-	}
+	views, ext := c.lentViews(s)
 	iov := s.iov[:0]
 	if !c.structured {
 		h := s.small[:SimpleReplySize]
@@ -143,6 +127,32 @@ func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
 	}
 	s.iov = iov
 	c.send(ts, s, nil)
+}
+
+// lentViews turns the pieces lent to s into the reply's data views (a
+// hole becomes zeroes of its length, in pieces of at most
+// len(serverZeroes)) and extents, a view each, so a structured reply
+// splits into runs as readRuns splits a backend's block status.
+func (c *serverConn) lentViews(s *serverSlot) ([][]byte, []Extent) {
+	views, ext := s.views[:0], s.ext[:0]
+	for _, p := range s.pieces {
+		if p.Data != nil {
+			views = append(views, p.Data)
+			ext = append(ext, Extent{Length: uint32(len(p.Data))})
+			continue
+		}
+		for left := p.Len; left > 0; {
+			k := min(left, len(serverZeroes))
+			views = append(views, serverZeroes[:k])
+			ext = append(ext, Extent{Length: uint32(k), Flags: ExtentHole | ExtentZero})
+			left -= k
+		}
+	}
+	s.views = views
+	if cap(ext) <= serverMaxExtents {
+		s.ext = ext[:0]
+	}
+	return views, ext
 }
 
 // readRuns splits a read into data and hole runs from the backend's

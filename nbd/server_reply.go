@@ -71,7 +71,7 @@ func (c *serverConn) writeQueued(ts *serverTransmitState) {
 }
 
 // sent forgets the reply of q, written or dropped, and gives back what
-// the disk lent it.
+// the backend lent it.
 func (c *serverConn) sent(q *serverSlot) {
 	q.out = nil
 	if len(q.iov) > 0 {
@@ -79,9 +79,11 @@ func (c *serverConn) sent(q *serverSlot) {
 		q.iov = q.iov[:0]
 	}
 	if q.lent[1] > 0 {
+		clear(q.pieces)
+		q.pieces = q.pieces[:0]
 		clear(q.views)
 		q.views = q.views[:0]
-		c.export.pages.giveBack(q.lent[0], q.lent[1])
+		c.export.lender.GiveBack(q.lent[0], q.lent[1])
 		q.lent[1] = 0
 	}
 }

@@ -140,7 +140,7 @@ func (c *serverConn) newServerReader(ts *serverTransmitState, work chan<- *serve
 		// On a socket, replies to reads go out in a writev straight from
 		// the backend's memory (through TLS they are copied into records
 		// anyway).
-		c.lend = c.export.pages != nil
+		c.lend = c.export.lender != nil
 		ts.wmu.Lock()
 		ts.raw = newServerRawWriter(r.sock.rc, 2*cap(ts.bufs))
 		ts.wmu.Unlock()
@@ -256,7 +256,7 @@ func (r *serverReader) readWrite(s *serverSlot) error {
 		// A whole page of a PageTaker: read it into a page of its own,
 		// which the backend keeps instead of copying it.
 		if s.page == nil {
-			s.page = new([MemDiskChunkSize]byte)
+			s.page = new([PageSize]byte)
 		}
 		s.paged = true
 		err = r.readPayload(s.page[:])

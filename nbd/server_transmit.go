@@ -34,14 +34,15 @@ type serverSlot struct {
 	ext   []Extent
 	runs  []serverRun
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
-	page  *[MemDiskChunkSize]byte // a whole-chunk write's payload, or nil
-	paged bool                    // this request's payload is in page
+	page  *[PageSize]byte // a whole-page write's payload, or nil
+	paged bool            // this request's payload is in page
 
-	// A read sent from the MemDisk's memory: the reply's pieces (headers
-	// in buf, data lent by the disk) and the range lent, until written.
-	iov   [][]byte
-	views [][]byte
-	lent  [2]int64 // offset, length; length 0: nothing lent
+	// A read sent from a Lender's memory: the reply's pieces (headers
+	// in buf, data lent by the backend) and the range lent, until written.
+	iov    [][]byte
+	pieces []LentPiece
+	views  [][]byte
+	lent   [2]int64 // offset, length; length 0: nothing lent
 }
 
 // serverRun is a piece of a structured read reply: data or a hole.
@@ -203,16 +204,16 @@ func (c *serverConn) write(ts *serverTransmitState, s *serverSlot) {
 }
 
 // takesPage reports a write the reader reads into a page of its own: a
-// whole chunk of a backend that takes pages.
+// whole page of a PageTaker.
 func (c *serverConn) takesPage(s *serverSlot) bool {
-	return c.export.pages != nil && s.req.Length == MemDiskChunkSize && s.req.Offset%MemDiskChunkSize == 0
+	return c.export.pages != nil && s.req.Length == PageSize && s.req.Offset%PageSize == 0
 }
 
-// takePage hands the slot's page to the MemDisk and takes back the chunk
+// takePage hands the slot's page to the PageTaker and takes back the page
 // it replaced (none on a first write: the next whole-chunk write
 // allocates a page, as WriteAt would have allocated the chunk).
 func (c *serverConn) takePage(s *serverSlot, off int64) bool {
-	old, ok := c.export.pages.takePage(s.page, off)
+	old, ok := c.export.pages.TakePage(s.page, off)
 	if ok {
 		s.page = old
 	}
