@@ -110,8 +110,15 @@ type Export struct {
 // the replies of a burst are held until the client has nothing more to
 // send, at most a few at a time). In steady state a request allocates
 // nothing.
-// Memory for request buffers is bounded by MaxConns x MaxInFlight x
-// MaxPayload.
+// Memory for request payloads and read replies is bounded by
+// BufferMemory, for all connections together (free buffers are let go
+// when the server has been idle for a second). A connection adds a fixed
+// amount on top: a 64 KiB read buffer and, per request in flight, up to
+// about 64 KiB of scratch space (extents, lent pieces, chunk headers). So the server's memory, beyond its backends', is
+// at most about BufferMemory + (MaxConns + handshakes) x (64 KiB +
+// MaxInFlight x 4 KiB). A client that sends a WRITE header and then
+// stalls holds its reservation until the connection ends: with
+// IdleTimeout set, that is bounded in time too.
 type Server struct {
 	// Exports are the exports served; names must be distinct.
 	Exports []Export
@@ -138,6 +145,13 @@ type Server struct {
 	// HandshakeTimeout bounds the option haggling of a connection; 0
 	// means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// BufferMemory bounds the memory of the buffers that hold request
+	// payloads and read replies, for all connections together; 0 means
+	// DefaultBufferMemory. A request reserves its buffers (whole 64 KiB
+	// or 1 MiB buffers) before it takes any, and waits while the budget
+	// has no room; its reservation ends once its reply is written. It
+	// must hold a request of MaxPayload.
+	BufferMemory int64
 
 	// Logger receives connection events at Debug level and failures at
 	// Warn; nil discards them.
@@ -146,6 +160,8 @@ type Server struct {
 	initOnce sync.Once
 	initErr  error
 	exports  map[string]*serverExport
+	bufs     *serverBuffers
+	budget   *serverBudget
 	names    []string // sorted, for NBD_OPT_LIST
 
 	mu         sync.Mutex
@@ -166,6 +182,7 @@ type serverExport struct {
 	maxPayload uint32
 	flusher    Flusher
 	fua        FUAWriter
+	fuaAt      *serverFUAAt // fua as an io.WriterAt
 	trimmer    Trimmer
 	zeroer     Zeroer
 	status     BlockStatuser
@@ -179,6 +196,11 @@ func (s *Server) init() error {
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.listeners = make(map[*net.Listener]struct{})
 		s.conns = make(map[*serverConn]struct{})
+		s.bufs = newServerBuffers()
+		s.budget = &serverBudget{bufs: s.bufs, limit: s.BufferMemory}
+		if s.budget.limit == 0 {
+			s.budget.limit = DefaultBufferMemory
+		}
 		s.initErr = s.resolveExports()
 	})
 	return s.initErr
@@ -196,8 +218,11 @@ func (s *Server) resolveExports() error {
 		// A READ reply chunk carries 8 bytes of offset in a u32 length.
 		return fmt.Errorf("nbd: Server.MaxPayload %d above 2 GiB", maxPayload)
 	}
-	if s.MaxInFlight < 0 || s.MaxConns < 0 {
+	if s.MaxInFlight < 0 || s.MaxConns < 0 || s.BufferMemory < 0 {
 		return errors.New("nbd: negative Server limit")
+	}
+	if need := serverNeed(int64(maxPayload)); s.budget.limit < need {
+		return fmt.Errorf("nbd: Server.BufferMemory %d below the %d bytes of buffers a request of MaxPayload takes", s.budget.limit, need)
 	}
 	s.exports = make(map[string]*serverExport, len(s.Exports))
 	for i := range s.Exports {
@@ -255,6 +280,9 @@ func (x *serverExport) resolveFeatures() {
 	x.flags = ExportHasFlags | ExportSendCache
 	x.flusher, _ = b.(Flusher)
 	x.fua, _ = b.(FUAWriter)
+	if x.fua != nil {
+		x.fuaAt = &serverFUAAt{x.fua}
+	}
 	x.trimmer, _ = b.(Trimmer)
 	x.zeroer, _ = b.(Zeroer)
 	x.status, _ = b.(BlockStatuser)

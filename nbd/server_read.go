@@ -10,60 +10,95 @@ import (
 // serverHoleChunkSize is the size of a whole OFFSET_HOLE chunk.
 const serverHoleChunkSize = ChunkHeaderSize + OffsetHoleSize
 
+// readSimple answers a READ with a simple reply: the data read into
+// pooled buffers, the header pushed into the first one's headroom.
 func (c *serverConn) readSimple(ts *serverTransmitState, s *serverSlot) {
-	n := int(s.req.Length)
-	b := s.grow(serverHeadroom + n)
+	n := int64(s.req.Length)
 	if n > 0 {
-		if _, err := c.export.Backend.ReadAt(b[serverHeadroom:], int64(s.req.Offset)); err != nil {
+		s.reply.Init(c.srv.bufs.pool(n))
+		if _, err := s.reply.ReadFromAt(c.export.Backend, int64(s.req.Offset), n); err != nil {
 			c.sendError(ts, s, ErrnoOf(err), "")
 			return
 		}
 	}
-	h := b[serverHeadroom-SimpleReplySize : serverHeadroom]
+	h := c.pushHeader(s, SimpleReplySize)
 	r := SimpleReply{Cookie: s.req.Cookie}
 	r.Put((*[SimpleReplySize]byte)(h))
-	c.send(ts, s, b[serverHeadroom-SimpleReplySize:])
+	c.send(ts, s)
 }
 
 // readStructured answers a READ with OFFSET_DATA chunks for data and
-// OFFSET_HOLE chunks for ranges the backend reports as reading zero, all
-// laid out in the slot's buffer and sent with one Write. Everything is
-// read before anything is sent, so the last content chunk carries DONE.
+// OFFSET_HOLE chunks for ranges the backend reports as reading zero. The
+// range is read into pooled buffers before anything is sent, so the last
+// content chunk carries DONE; a reply of one data chunk has its header
+// pushed into the first buffer's headroom, one of several chunks is cut
+// into runs without copying (zerocopy's Split and Join), with the chunk
+// headers between them.
 func (c *serverConn) readStructured(ts *serverTransmitState, s *serverSlot) {
 	r := &s.req
 	if r.Length == 0 {
-		b := s.small[:ChunkHeaderSize]
+		b := c.pushHeader(s, ChunkHeaderSize)
 		h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkNone, Cookie: r.Cookie}
 		h.Put((*[ChunkHeaderSize]byte)(b))
-		c.send(ts, s, b)
+		c.send(ts, s)
 		return
 	}
 	runs := c.readRuns(s)
-	b := s.grow(serverHeadroom + int(r.Length) + serverHoleChunkSize*len(runs))
-	pos := 0
+	single := len(runs) == 1 && !runs[0].hole
+	data := &s.reply
+	if !single {
+		data = &s.data
+	}
+	data.Init(c.srv.bufs.pool(int64(r.Length)))
+	if _, err := data.ReadFromAt(c.export.Backend, int64(r.Offset), int64(r.Length)); err != nil {
+		data.Release()
+		c.sendError(ts, s, ErrnoOf(err), "")
+		return
+	}
+	if single {
+		putDataChunkHeader(c.pushHeader(s, serverHeadroom), ReplyFlagDone, r.Cookie, runs[0])
+		c.send(ts, s)
+		return
+	}
+	hdrs := s.chunkHeaders(len(runs))
+	tail := &s.tail
 	for i, run := range runs {
 		var flags ReplyFlags
 		if i == len(runs)-1 {
 			flags = ReplyFlagDone
 		}
 		if run.hole {
-			h := ChunkHeader{Flags: flags, Type: ChunkOffsetHole, Cookie: r.Cookie, Length: OffsetHoleSize}
-			h.Put((*[ChunkHeaderSize]byte)(b[pos:]))
-			PutOffsetHole((*[OffsetHoleSize]byte)(b[pos+ChunkHeaderSize:]), run.off, run.n)
-			pos += serverHoleChunkSize
+			b := hdrs[:serverHoleChunkSize]
+			putHoleChunk(b, flags, r.Cookie, run)
+			s.reply.AppendBytes(b)
+			hdrs = hdrs[serverHoleChunkSize:]
+			data.TrimFront(int(run.n))
 			continue
 		}
-		h := ChunkHeader{Flags: flags, Type: ChunkOffsetData, Cookie: r.Cookie, Length: OffsetDataHeaderSize + run.n}
-		h.Put((*[ChunkHeaderSize]byte)(b[pos:]))
-		binary.BigEndian.PutUint64(b[pos+ChunkHeaderSize:], run.off)
-		pos += serverHeadroom
-		if _, err := c.export.Backend.ReadAt(b[pos:pos+int(run.n)], int64(run.off)); err != nil {
-			c.sendError(ts, s, ErrnoOf(err), "")
-			return
-		}
-		pos += int(run.n)
+		b := hdrs[:serverHeadroom]
+		putDataChunkHeader(b, flags, r.Cookie, run)
+		s.reply.AppendBytes(b)
+		hdrs = hdrs[serverHeadroom:]
+		data.Split(int(run.n), tail)
+		s.reply.Join(data)
+		data, tail = tail, data
 	}
-	c.send(ts, s, b[:pos])
+	c.send(ts, s)
+}
+
+// putDataChunkHeader writes the header of an OFFSET_DATA chunk for run
+// (chunk header and offset, serverHeadroom bytes) into b.
+func putDataChunkHeader(b []byte, flags ReplyFlags, cookie uint64, run serverRun) {
+	h := ChunkHeader{Flags: flags, Type: ChunkOffsetData, Cookie: cookie, Length: OffsetDataHeaderSize + run.n}
+	h.Put((*[ChunkHeaderSize]byte)(b))
+	binary.BigEndian.PutUint64(b[ChunkHeaderSize:], run.off)
+}
+
+// putHoleChunk writes a whole OFFSET_HOLE chunk for run into b.
+func putHoleChunk(b []byte, flags ReplyFlags, cookie uint64, run serverRun) {
+	h := ChunkHeader{Flags: flags, Type: ChunkOffsetHole, Cookie: cookie, Length: OffsetHoleSize}
+	h.Put((*[ChunkHeaderSize]byte)(b))
+	PutOffsetHole((*[OffsetHoleSize]byte)(b[ChunkHeaderSize:]), run.off, run.n)
 }
 
 // readLent answers a READ from a Lender's memory: the backend lends the
@@ -85,48 +120,44 @@ func (c *serverConn) readLent(ts *serverTransmitState, s *serverSlot) {
 	s.pieces = c.export.lender.Lend(off, n, s.pieces[:0])
 	s.lent = [2]int64{off, n}
 	views, ext := c.lentViews(s)
-	iov := s.iov[:0]
 	if !c.structured {
-		h := s.small[:SimpleReplySize]
+		c.pushHeader(s, SimpleReplySize)
 		rep := SimpleReply{Cookie: r.Cookie}
-		rep.Put((*[SimpleReplySize]byte)(h))
-		s.iov = append(append(iov, h), views...)
-		c.send(ts, s, nil)
+		rep.Put((*[SimpleReplySize]byte)(s.small[:SimpleReplySize]))
+		for _, v := range views {
+			s.reply.AppendBytes(v)
+		}
+		c.send(ts, s)
 		return
 	}
 	runs := serverSplitRuns(s.runs[:0], r, ext)
-	hdrs := s.grow(len(runs) * serverHoleChunkSize)
-	pos, i := 0, 0 // in hdrs, in views
+	hdrs := s.chunkHeaders(len(runs))
+	i := 0 // in views
 	for k, run := range runs {
 		var flags ReplyFlags
 		if k == len(runs)-1 {
 			flags = ReplyFlagDone
 		}
 		if run.hole {
-			b := hdrs[pos : pos+serverHoleChunkSize]
-			h := ChunkHeader{Flags: flags, Type: ChunkOffsetHole, Cookie: r.Cookie, Length: OffsetHoleSize}
-			h.Put((*[ChunkHeaderSize]byte)(b))
-			PutOffsetHole((*[OffsetHoleSize]byte)(b[ChunkHeaderSize:]), run.off, run.n)
-			iov = append(iov, b)
-			pos += serverHoleChunkSize
+			b := hdrs[:serverHoleChunkSize]
+			putHoleChunk(b, flags, r.Cookie, run)
+			s.reply.AppendBytes(b)
+			hdrs = hdrs[serverHoleChunkSize:]
 			for left := int(run.n); left > 0; i++ {
 				left -= int(ext[i].Length)
 			}
 			continue
 		}
-		b := hdrs[pos : pos+serverHeadroom]
-		h := ChunkHeader{Flags: flags, Type: ChunkOffsetData, Cookie: r.Cookie, Length: OffsetDataHeaderSize + run.n}
-		h.Put((*[ChunkHeaderSize]byte)(b))
-		binary.BigEndian.PutUint64(b[ChunkHeaderSize:], run.off)
-		iov = append(iov, b)
-		pos += serverHeadroom
+		b := hdrs[:serverHeadroom]
+		putDataChunkHeader(b, flags, r.Cookie, run)
+		s.reply.AppendBytes(b)
+		hdrs = hdrs[serverHeadroom:]
 		for left := int(run.n); left > 0; i++ {
-			iov = append(iov, views[i])
+			s.reply.AppendBytes(views[i])
 			left -= len(views[i])
 		}
 	}
-	s.iov = iov
-	c.send(ts, s, nil)
+	c.send(ts, s)
 }
 
 // lentViews turns the pieces lent to s into the reply's data views (a
@@ -258,10 +289,14 @@ func (c *serverConn) blockStatus(ts *serverTransmitState, s *serverSlot) {
 	if r.Flags.Has(FlagReqOne) {
 		out = out[:1]
 	}
+	// The reply, at most serverMaxExtents descriptors, fits one small
+	// buffer.
 	n := ChunkHeaderSize + BlockStatusHeaderSize + ExtentSize*len(out)
-	b := s.grow(n)[:ChunkHeaderSize]
+	buf := c.srv.bufs.small.Get()
+	b := buf.Writable()[:ChunkHeaderSize]
 	h := ChunkHeader{Flags: ReplyFlagDone, Type: ChunkBlockStatus, Cookie: r.Cookie, Length: uint32(n - ChunkHeaderSize)}
 	h.Put((*[ChunkHeaderSize]byte)(b))
-	b = AppendBlockStatus(b, serverMetaContextID, out)
-	c.send(ts, s, b)
+	AppendBlockStatus(b, serverMetaContextID, out)
+	s.reply.Append(buf, 0, n)
+	c.send(ts, s)
 }

@@ -28,11 +28,11 @@ func (c *serverConn) releasePen(ts *serverTransmitState) {
 	c.writeQueued(ts)
 }
 
-// send queues the reply b of slot s; the slot is returned to the free
-// list once b is written. After the first write failure the connection is
-// closed (which stops the reader) and later replies are dropped.
-func (c *serverConn) send(ts *serverTransmitState, s *serverSlot, b []byte) {
-	s.out = b
+// send queues the reply of slot s (s.reply); the slot is returned to the
+// free list once it is written. After the first write failure the
+// connection is closed (which stops the reader) and later replies are
+// dropped.
+func (c *serverConn) send(ts *serverTransmitState, s *serverSlot) {
 	ts.wmu.Lock()
 	ts.queue = append(ts.queue, s)
 	if ts.writing {
@@ -70,16 +70,15 @@ func (c *serverConn) writeQueued(ts *serverTransmitState) {
 	ts.wmu.Unlock()
 }
 
-// sent forgets the reply of q, written or dropped, and gives back what
-// the backend lent it.
+// sent forgets the reply of q, written or dropped: its buffers go back to
+// their pool and what the backend lent it goes back to the backend.
 func (c *serverConn) sent(q *serverSlot) {
-	q.out = nil
-	if len(q.iov) > 0 {
-		clear(q.iov) // keep no chunk alive
-		q.iov = q.iov[:0]
-	}
+	q.reply.Release()
+	c.dropPayload(q) // of a write that was not served
+	c.srv.budget.unreserve(q.reserved)
+	q.reserved = 0
 	if q.lent[1] > 0 {
-		clear(q.pieces)
+		clear(q.pieces) // keep no piece alive
 		q.pieces = q.pieces[:0]
 		clear(q.views)
 		q.views = q.views[:0]
@@ -88,54 +87,48 @@ func (c *serverConn) sent(q *serverSlot) {
 	}
 }
 
-// writeReplies writes whole replies: one Write for one in one piece, one
-// writev otherwise (net.Buffers on a socket; a Write each elsewhere, as
-// on TLS).
+// writeReplies writes whole replies in one batch: one Write or writev.
 func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) error {
-	if len(batch) == 1 && len(batch[0].iov) == 0 && ts.raw == nil {
-		_, err := c.netc.Write(batch[0].out)
-		return err
-	}
-	bufs := ts.bufs[:0]
 	for _, q := range batch {
-		if len(q.iov) > 0 {
-			bufs = append(bufs, q.iov...)
-		} else {
-			bufs = append(bufs, q.out)
-		}
+		ts.batch.Add(&q.reply)
 	}
-	ts.bufs = bufs
-	if ts.raw != nil {
-		err := ts.raw.writev(bufs)
-		clear(bufs)
-		return err
-	}
-	// WriteTo consumes the Buffers it is called on; a local one would
-	// escape (the method has a pointer receiver) and cost an allocation
-	// per batch, so the state keeps it.
-	ts.nb = bufs
-	_, err := ts.nb.WriteTo(c.netc)
-	ts.nb = nil
-	clear(bufs) // keep no lent chunk alive
+	_, err := ts.batch.Write()
 	return err
 }
 
+// pushHeader puts an n-byte header in front of s.reply and returns it
+// for the caller to fill: in the headroom of the reply's first buffer, or
+// in s.small when the reply is empty.
+func (c *serverConn) pushHeader(s *serverSlot, n int) []byte {
+	if s.reply.Len() == 0 {
+		h := s.small[:n]
+		s.reply.AppendBytes(h)
+		return h
+	}
+	h, err := s.reply.Push(n)
+	if err != nil {
+		panic(err) // the server's buffers have serverHeadroom of headroom
+	}
+	return h
+}
+
 func (c *serverConn) sendOK(ts *serverTransmitState, s *serverSlot) {
-	b := (*[SimpleReplySize]byte)(s.small[:SimpleReplySize])
+	h := c.pushHeader(s, SimpleReplySize)
 	r := SimpleReply{Cookie: s.req.Cookie}
-	r.Put(b)
-	c.send(ts, s, b[:])
+	r.Put((*[SimpleReplySize]byte)(h))
+	c.send(ts, s)
 }
 
 // sendError answers with e: a structured ERROR chunk with a message once
 // structured replies are negotiated (required for READ, preferred for the
 // rest), a simple reply otherwise.
 func (c *serverConn) sendError(ts *serverTransmitState, s *serverSlot, e Errno, msg string) {
+	s.reply.Release() // what was built of a reply that failed
 	if !c.structured {
-		b := (*[SimpleReplySize]byte)(s.small[:SimpleReplySize])
+		h := c.pushHeader(s, SimpleReplySize)
 		r := SimpleReply{Error: e, Cookie: s.req.Cookie}
-		r.Put(b)
-		c.send(ts, s, b[:])
+		r.Put((*[SimpleReplySize]byte)(h))
+		c.send(ts, s)
 		return
 	}
 	if msg == "" {
@@ -151,7 +144,8 @@ func (c *serverConn) sendError(ts *serverTransmitState, s *serverSlot, e Errno, 
 	binary.BigEndian.PutUint32(b[ChunkHeaderSize:], uint32(e))
 	binary.BigEndian.PutUint16(b[ChunkHeaderSize+4:], uint16(len(msg)))
 	copy(b[ChunkHeaderSize+6:], msg)
-	c.send(ts, s, b)
+	s.reply.AppendBytes(b)
+	c.send(ts, s)
 }
 
 func (c *serverConn) finish(ts *serverTransmitState, s *serverSlot, err error) {

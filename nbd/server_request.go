@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // The reading side of transmission: request headers and write payloads,
@@ -130,6 +132,7 @@ type serverReader struct {
 	holding bool // the reader has the pen
 	held    int  // requests served by the reader since the pen was taken
 	big     bool // the last request was a write that bypassed br
+	direct  bool // Read reads a payload straight from rd once br is empty
 }
 
 func (c *serverConn) newServerReader(ts *serverTransmitState, work chan<- *serverSlot) *serverReader {
@@ -141,9 +144,6 @@ func (c *serverConn) newServerReader(ts *serverTransmitState, work chan<- *serve
 		// the backend's memory (through TLS they are copied into records
 		// anyway).
 		c.lend = c.export.lender != nil
-		ts.wmu.Lock()
-		ts.raw = newServerRawWriter(r.sock.rc, 2*cap(ts.bufs))
-		ts.wmu.Unlock()
 	}
 	r.br = bufio.NewReaderSize(r.rd, 64<<10)
 	return r
@@ -172,6 +172,9 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan<- *serverSl
 			return err
 		}
 		if err := r.readRequest(s); err != nil {
+			c.dropPayload(s)
+			c.srv.budget.unreserve(s.reserved)
+			s.reserved = 0
 			ts.free <- s
 			if err == errServerStopped {
 				return nil
@@ -224,6 +227,9 @@ func (r *serverReader) readRequest(s *serverSlot) error {
 	}
 	s.errno, s.msg, s.paged = 0, "", false
 	r.big = s.req.Type == CmdWrite && int(s.req.Length) >= br.Size()/2
+	if err := r.reserve(s); err != nil {
+		return err
+	}
 	switch s.req.Type {
 	case CmdDisc:
 		// proto.md: handle all outstanding requests, then close.
@@ -232,6 +238,29 @@ func (r *serverReader) readRequest(s *serverSlot) error {
 		return r.readWrite(s)
 	}
 	return nil
+}
+
+// reserve reserves the budget of the buffers s may take, before any is
+// taken: a write's payload, a read's reply (unless sent from a Lender's
+// memory), a block status reply. A request past the maximum payload
+// takes none: it is refused. While it waits, the reader writes the
+// replies it holds back: their requests' reservations end once written.
+func (r *serverReader) reserve(s *serverSlot) error {
+	c := r.c
+	var n int64
+	switch s.req.Type {
+	case CmdWrite, CmdRead:
+		if s.req.Length <= c.export.maxPayload && !(s.req.Type == CmdRead && c.lend) {
+			n = serverNeed(int64(s.req.Length))
+		}
+	case CmdBlockStatus:
+		n = serverSmallBuf
+	}
+	s.reserved = n
+	if n == 0 {
+		return nil
+	}
+	return c.srv.budget.reserve(c.ctx, n, r.release)
 }
 
 // readWrite reads the payload of write s: into a page the backend takes
@@ -255,14 +284,13 @@ func (r *serverReader) readWrite(s *serverSlot) error {
 	case c.takesPage(s):
 		// A whole page of a PageTaker: read it into a page of its own,
 		// which the backend keeps instead of copying it.
-		if s.page == nil {
-			s.page = new([PageSize]byte)
-		}
+		s.page = c.srv.bufs.getPage()
 		s.paged = true
 		err = r.readPayload(s.page[:])
 	default:
-		b := s.grow(serverHeadroom + int(l))
-		err = r.readPayload(b[serverHeadroom:])
+		// Into pooled buffers, one at a time as the payload arrives.
+		s.data.Init(c.srv.bufs.pool(int64(l)))
+		err = r.readPayloadBuffers(&s.data, int64(l))
 	}
 	if err != nil {
 		return c.readError(err, true)
@@ -316,26 +344,49 @@ func (c *serverConn) quickRead(s *serverSlot) bool {
 	return s.req.Type == CmdRead && s.errno == 0 && c.readNs.Load() < serverInlineBudget
 }
 
-// readPayload fills p: first from what br has buffered, then straight
-// from rd (br's reader), so a large payload is copied once, not twice.
+// readPayload fills p with a payload of len(p) bytes.
 func (r *serverReader) readPayload(p []byte) error {
-	br := r.br
-	if len(p) < br.Size()/2 {
-		_, err := io.ReadFull(br, p)
-		return err
-	}
-	n := min(br.Buffered(), len(p))
-	if n > 0 {
-		b, _ := br.Peek(n)
-		copy(p, b)
-		br.Discard(n)
-	}
-	if r.sock != nil {
-		r.sock.rest, r.sock.retries = true, 0
-		defer func() { r.sock.rest = false }()
-	}
-	_, err := io.ReadFull(r.rd, p[n:])
+	r.startPayload(len(p))
+	defer r.endPayload()
+	_, err := io.ReadFull(r, p)
 	return err
+}
+
+// readPayloadBuffers reads a payload of n bytes into new buffers at the
+// end of m.
+func (r *serverReader) readPayloadBuffers(m *zerocopy.Message, n int64) error {
+	r.startPayload(int(min(n, 1<<30)))
+	defer r.endPayload()
+	_, err := m.ReadFromN(r, n)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// startPayload prepares Read for a payload of n bytes: a large one is
+// read from what br has buffered, then straight from rd (br's reader), so
+// it is copied once, not twice.
+func (r *serverReader) startPayload(n int) {
+	r.direct = n >= r.br.Size()/2
+	if r.direct && r.sock != nil {
+		r.sock.rest, r.sock.retries = true, 0
+	}
+}
+
+func (r *serverReader) endPayload() {
+	r.direct = false
+	if r.sock != nil {
+		r.sock.rest = false
+	}
+}
+
+// Read reads a payload (between startPayload and endPayload).
+func (r *serverReader) Read(p []byte) (int, error) {
+	if !r.direct || r.br.Buffered() > 0 {
+		return r.br.Read(p)
+	}
+	return r.rd.Read(p)
 }
 
 // errServerStopped is readError's verdict on a read that Shutdown

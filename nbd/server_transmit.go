@@ -1,17 +1,13 @@
 package nbd
 
 import (
-	"net"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// serverHeadroom is the space kept in front of a request's data in its
-// slot buffer: a structured chunk header and the OFFSET_DATA offset, so a
-// read reply (simple or structured) is header and data in one contiguous
-// buffer, sent with one Write.
-const serverHeadroom = ChunkHeaderSize + OffsetDataHeaderSize
+	"github.com/nhdkit/nhd/zerocopy"
+)
 
 // serverInlineWrite is the largest write the reader serves itself
 // without looking at how fast the backend writes.
@@ -21,25 +17,29 @@ const serverInlineWrite = 8 << 10
 // reader serves larger writes itself.
 const serverInlineBudget = int64(50 * time.Microsecond)
 
-// serverSlot is one request in flight and everything it needs: its header,
-// its buffer (payload in, reply out) and scratch space. A connection owns
+// serverSlot is one request in flight and everything it needs: its
+// header, its payload, its reply and scratch space. A connection owns
 // MaxInFlight slots and reuses them, so steady state allocates nothing.
 type serverSlot struct {
 	hdr   [RequestSize]byte
 	req   Request
-	errno Errno  // set by the reader when the request already failed
-	msg   string // ... and why
-	buf   []byte
-	out   []byte // the reply, until written
+	errno Errno            // set by the reader when the request already failed
+	msg   string           // ... and why
+	reply zerocopy.Message // the reply, until written
+	data  zerocopy.Message // a write's payload; a structured read's data
+	tail  zerocopy.Message // scratch for splitting data into runs
+	hdrs  []byte           // chunk headers of a reply in several chunks
 	ext   []Extent
 	runs  []serverRun
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
 	page  *[PageSize]byte // a whole-page write's payload, or nil
 	paged bool            // this request's payload is in page
+	// bytes of the budget this request reserved, given back once its
+	// reply is written
+	reserved int64
 
-	// A read sent from a Lender's memory: the reply's pieces (headers
-	// in buf, data lent by the backend) and the range lent, until written.
-	iov    [][]byte
+	// A read sent from a Lender's memory: the pieces lent, as the reply's
+	// views, and the range lent, until the reply is written.
 	pieces []LentPiece
 	views  [][]byte
 	lent   [2]int64 // offset, length; length 0: nothing lent
@@ -52,22 +52,20 @@ type serverRun struct {
 	hole bool
 }
 
-// grow returns the slot's buffer with length n, reallocating only when it
-// is too small.
-func (s *serverSlot) grow(n int) []byte {
-	if cap(s.buf) < n {
-		// Round up to 64 KiB so slightly larger requests reuse it.
-		s.buf = make([]byte, (n+(64<<10)-1)&^((64<<10)-1))
+// chunkHeaders returns scratch space for the headers of n chunks.
+func (s *serverSlot) chunkHeaders(n int) []byte {
+	if cap(s.hdrs) < n*serverHoleChunkSize {
+		s.hdrs = make([]byte, max(n, serverMaxReadRuns)*serverHoleChunkSize)
 	}
-	return s.buf[:n]
+	return s.hdrs[:n*serverHoleChunkSize]
 }
 
 // serverTransmitState is the per-connection state of transmission: the
 // free slots and the reply writer. Replies are written by whichever worker
 // finds the writer idle ("flat combining"): it writes every reply queued
-// meanwhile with one writev, then returns their slots to the free list. So
-// each reply goes out in one piece, concurrent replies share a system
-// call, and no goroutine waits just to write.
+// meanwhile in one batch (one writev), then returns their slots to the
+// free list. So each reply goes out in one piece, concurrent replies share
+// a system call, and no goroutine waits just to write.
 type serverTransmitState struct {
 	free chan *serverSlot
 
@@ -76,9 +74,7 @@ type serverTransmitState struct {
 	werr    error
 	queue   []*serverSlot
 	spare   []*serverSlot
-	bufs    [][]byte
-	nb      net.Buffers      // bufs, as writeReplies' writev consumes it
-	raw     *serverRawWriter // on a socket (Linux): writev without the runtime
+	batch   *zerocopy.Batch
 }
 
 // transmit serves requests until the client disconnects or the session
@@ -90,7 +86,7 @@ func (c *serverConn) transmit() error {
 		free:  make(chan *serverSlot, n),
 		queue: make([]*serverSlot, 0, n),
 		spare: make([]*serverSlot, 0, n),
-		bufs:  make([][]byte, 0, n),
+		batch: zerocopy.NewBatch(c.netc),
 	}
 	work := make(chan *serverSlot, n)
 	for i := range slots {
@@ -176,31 +172,37 @@ func (c *serverConn) handle(ts *serverTransmitState, s *serverSlot) {
 func (c *serverConn) write(ts *serverTransmitState, s *serverSlot) {
 	x := c.export
 	r := &s.req
-	off, n := int64(r.Offset), int(r.Length)
+	off := int64(r.Offset)
 	fua := r.Flags.Has(FlagFUA) && x.flusher != nil
 	start := time.Now()
 	var err error
-	var p []byte
-	if s.paged {
-		p = s.page[:]
-	} else {
-		p = s.buf[serverHeadroom : serverHeadroom+n]
-	}
 	switch {
 	case s.paged && !(fua && x.fua != nil) && c.takePage(s, off):
 		if fua {
 			err = x.flusher.Flush(c.ctx)
 		}
 	case fua && x.fua != nil:
-		_, err = x.fua.WriteAtFUA(p, off)
+		err = c.writeAt(x.fuaAt, s, off)
 	default:
-		_, err = x.Backend.WriteAt(p, off)
+		err = c.writeAt(x.Backend, s, off)
 		if err == nil && fua {
 			err = x.flusher.Flush(c.ctx)
 		}
 	}
+	c.dropPayload(s)
 	c.timeWrite(start)
 	c.finish(ts, s, err)
+}
+
+// writeAt writes the payload of s at off through w: a page, or the
+// payload's buffers with one WriteAt each.
+func (c *serverConn) writeAt(w io.WriterAt, s *serverSlot, off int64) error {
+	if s.paged {
+		_, err := w.WriteAt(s.page[:], off)
+		return err
+	}
+	_, err := s.data.WriteToAt(w, off)
+	return err
 }
 
 // takesPage reports a write the reader reads into a page of its own: a
@@ -210,14 +212,28 @@ func (c *serverConn) takesPage(s *serverSlot) bool {
 }
 
 // takePage hands the slot's page to the PageTaker and takes back the page
-// it replaced (none on a first write: the next whole-chunk write
-// allocates a page, as WriteAt would have allocated the chunk).
+// it replaced, which returns to the server's free pages (none on a first
+// write: the next whole-page write allocates a page, as WriteAt would
+// have allocated the chunk).
 func (c *serverConn) takePage(s *serverSlot, off int64) bool {
 	old, ok := c.export.pages.TakePage(s.page, off)
 	if ok {
 		s.page = old
+		if old == nil {
+			c.srv.bufs.gavePage()
+		}
 	}
 	return ok
+}
+
+// dropPayload gives back what s's payload took: its buffers, its page.
+func (c *serverConn) dropPayload(s *serverSlot) {
+	s.data.Release()
+	if s.page != nil {
+		c.srv.bufs.putPage(s.page)
+		s.page = nil
+	}
+	s.paged = false
 }
 
 // timeWrite folds the duration of a backend write into the connection's

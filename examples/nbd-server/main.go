@@ -49,7 +49,7 @@ type config struct {
 	tlsCert, tlsKey               string
 	tlsRequire                    bool
 	maxInFlight, maxConns         int
-	maxPayload                    string
+	maxPayload, bufferMemory      string
 	verbose                       bool
 	grace                         time.Duration
 }
@@ -68,6 +68,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxInFlight, "max-inflight", 0, "requests served at once per connection (0: default 16)")
 	fs.IntVar(&c.maxConns, "max-conns", 0, "connections served at once (0: default 256)")
 	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 32M)")
+	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
 	fs.BoolVar(&c.verbose, "v", false, "log connections (debug level)")
 	fs.DurationVar(&c.grace, "shutdown-timeout", 30*time.Second, "how long a stop waits for requests in flight")
 }
@@ -144,13 +145,18 @@ func (c *config) server(backend nbd.Backend, log *slog.Logger) (*nbd.Server, err
 	if err != nil || mp > 1<<31 {
 		return nil, fmt.Errorf("-max-payload %q: want a size up to 2G", c.maxPayload)
 	}
+	bm, err := parseSize(c.bufferMemory)
+	if err != nil {
+		return nil, fmt.Errorf("-buffer-memory: %w", err)
+	}
 	srv := &nbd.Server{
-		Exports:     []nbd.Export{{Name: c.name, Description: c.description, Backend: backend, ReadOnly: c.readOnly}},
-		MaxInFlight: c.maxInFlight,
-		MaxConns:    c.maxConns,
-		MaxPayload:  uint32(mp),
-		RequireTLS:  c.tlsRequire,
-		Logger:      log,
+		Exports:      []nbd.Export{{Name: c.name, Description: c.description, Backend: backend, ReadOnly: c.readOnly}},
+		MaxInFlight:  c.maxInFlight,
+		MaxConns:     c.maxConns,
+		MaxPayload:   uint32(mp),
+		BufferMemory: bm,
+		RequireTLS:   c.tlsRequire,
+		Logger:       log,
 	}
 	if c.tlsCert != "" || c.tlsKey != "" {
 		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
