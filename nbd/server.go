@@ -139,12 +139,24 @@ type Server struct {
 	// MaxInFlight bounds the requests of one connection served at once;
 	// 0 means DefaultMaxInFlight.
 	MaxInFlight int
-	// MaxConns bounds the connections served at once; further ones are
-	// closed at accept. 0 means DefaultMaxConns.
+	// MaxConns bounds the sessions (connections past their handshake)
+	// served at once; a connection accepted while all are taken is
+	// refused, told NBD_REP_ERR_SHUTDOWN with a message in answer to its
+	// first option. Connections that finish their handshakes together
+	// may pass it by at most MaxHandshakes. 0 means DefaultMaxConns.
 	MaxConns int
+	// MaxHandshakes bounds the connections in their handshake at once;
+	// when all are taken, a new connection pushes out (closes) the one
+	// that has been haggling longest. 0 means DefaultMaxHandshakes.
+	MaxHandshakes int
 	// HandshakeTimeout bounds the option haggling of a connection; 0
 	// means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// IdleTimeout closes a session that has had no request in flight and
+	// sent nothing for that long, or stalls that long in the payload of a
+	// request it sent while idle; 0 means never (a kernel client may
+	// rightly stay idle for hours).
+	IdleTimeout time.Duration
 	// BufferMemory bounds the memory of the buffers that hold request
 	// payloads and read replies, for all connections together; 0 means
 	// DefaultBufferMemory. A request reserves its buffers (whole 64 KiB
@@ -164,12 +176,18 @@ type Server struct {
 	budget   *serverBudget
 	names    []string // sorted, for NBD_OPT_LIST
 
-	mu         sync.Mutex
-	listeners  map[*net.Listener]struct{}
-	conns      map[*serverConn]struct{}
-	inShutdown atomic.Bool
-	baseCtx    context.Context
-	cancel     context.CancelFunc
+	mu          sync.Mutex
+	listeners   map[*net.Listener]struct{}
+	conns       map[*serverConn]bool // true: a session, false: a handshake
+	handshaking []*serverConn        // oldest first
+	sessions    int
+	refusing    chan struct{} // one token per refused connection being told why
+	refusals    serverLogLimit
+	evictions   serverLogLimit
+	failures    serverLogLimit
+	inShutdown  atomic.Bool
+	baseCtx     context.Context
+	cancel      context.CancelFunc
 }
 
 // serverExport is an Export with its capabilities resolved once.
@@ -195,7 +213,8 @@ func (s *Server) init() error {
 	s.initOnce.Do(func() {
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.listeners = make(map[*net.Listener]struct{})
-		s.conns = make(map[*serverConn]struct{})
+		s.conns = make(map[*serverConn]bool)
+		s.refusing = make(chan struct{}, serverMaxRefusing)
 		s.bufs = newServerBuffers()
 		s.budget = &serverBudget{bufs: s.bufs, limit: s.BufferMemory}
 		if s.budget.limit == 0 {
@@ -218,7 +237,7 @@ func (s *Server) resolveExports() error {
 		// A READ reply chunk carries 8 bytes of offset in a u32 length.
 		return fmt.Errorf("nbd: Server.MaxPayload %d above 2 GiB", maxPayload)
 	}
-	if s.MaxInFlight < 0 || s.MaxConns < 0 || s.BufferMemory < 0 {
+	if s.MaxInFlight < 0 || s.MaxConns < 0 || s.MaxHandshakes < 0 || s.BufferMemory < 0 || s.IdleTimeout < 0 {
 		return errors.New("nbd: negative Server limit")
 	}
 	if need := serverNeed(int64(maxPayload)); s.budget.limit < need {
@@ -401,9 +420,8 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		delay = 0
 		c := s.newConn(nc)
-		if !s.trackConn(c) {
-			s.logger().Warn("nbd: connection refused: server full or shutting down", "remote", nc.RemoteAddr(), "max_conns", s.maxConns())
-			nc.Close()
+		if reason := s.admit(c); reason != "" {
+			s.refuse(nc, reason)
 			continue
 		}
 		go c.serve()
@@ -426,9 +444,13 @@ func (s *Server) ServeConn(nc net.Conn) error {
 		return err
 	}
 	c := s.newConn(nc)
-	if !s.trackConn(c) {
-		nc.Close()
-		return ErrServerClosed
+	if reason := s.admit(c); reason != "" {
+		if s.inShutdown.Load() {
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.refuse(nc, reason)
+		return ErrServerFull
 	}
 	return c.serve()
 }
@@ -445,22 +467,6 @@ func (s *Server) trackListener(l *net.Listener, add bool) bool {
 		delete(s.listeners, l)
 	}
 	return true
-}
-
-func (s *Server) trackConn(c *serverConn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inShutdown.Load() || len(s.conns) >= s.maxConns() {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *Server) untrackConn(c *serverConn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
 }
 
 // Shutdown stops the server gracefully: it closes the listeners, drops

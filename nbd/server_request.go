@@ -3,10 +3,12 @@ package nbd
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/nhdkit/nhd/zerocopy"
 )
@@ -129,6 +131,9 @@ type serverReader struct {
 	sock *serverSockReader // nil without a descriptor
 	br   *bufio.Reader     // over rd
 
+	idle     time.Duration // Server.IdleTimeout
+	deadline bool          // a read deadline for idleness is set
+
 	holding bool // the reader has the pen
 	held    int  // requests served by the reader since the pen was taken
 	big     bool // the last request was a write that bypassed br
@@ -136,7 +141,7 @@ type serverReader struct {
 }
 
 func (c *serverConn) newServerReader(ts *serverTransmitState, work chan<- *serverSlot) *serverReader {
-	r := &serverReader{c: c, ts: ts, work: work, rd: c.netc}
+	r := &serverReader{c: c, ts: ts, work: work, rd: c.netc, idle: c.srv.IdleTimeout}
 	r.sock = newServerSockReader(c.netc, r.pending, r.release)
 	if r.sock != nil {
 		r.rd = r.sock
@@ -209,6 +214,9 @@ func (r *serverReader) readRequest(s *serverSlot) error {
 	c, br := r.c, r.br
 	if br.Buffered() < RequestSize && !(r.sock != nil && r.big) {
 		r.release()
+	}
+	if r.idle > 0 {
+		r.watchIdle(len(r.ts.free) == cap(r.ts.free)-1)
 	}
 	var err error
 	if r.big && br.Buffered() == 0 {
@@ -393,12 +401,40 @@ func (r *serverReader) Read(p []byte) (int, error) {
 // stopped: the reader ends without an error.
 var errServerStopped = errors.New("nbd: reading stopped by Shutdown")
 
+// watchIdle sets a read deadline IdleTimeout away when no request is in
+// flight (idle), and clears it otherwise: a client waiting for replies
+// may rightly send nothing. Shutdown's deadline (now) is kept.
+func (r *serverReader) watchIdle(idle bool) {
+	nc := r.c.netc
+	switch {
+	case idle:
+		nc.SetReadDeadline(time.Now().Add(r.idle))
+	case r.deadline:
+		nc.SetReadDeadline(time.Time{})
+	default:
+		return
+	}
+	r.deadline = idle
+	if r.c.srv.inShutdown.Load() {
+		// Shutdown may have set its deadline before this one.
+		nc.SetReadDeadline(time.Now())
+	}
+}
+
+// errServerIdle ends a session that was idle for IdleTimeout.
+var errServerIdle = fmt.Errorf("%w: idle timeout", errServerHangUp)
+
 // readError classifies a failed read: a client gone between requests
 // (errServerHangUp) or a read stopped by Shutdown (errServerStopped) is a
 // normal end.
 func (c *serverConn) readError(err error, midRequest bool) error {
-	if c.srv.inShutdown.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
-		return errServerStopped
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if c.srv.inShutdown.Load() {
+			return errServerStopped
+		}
+		if c.srv.IdleTimeout > 0 {
+			return errServerIdle
+		}
 	}
 	if err == io.EOF && !midRequest {
 		return errServerHangUp

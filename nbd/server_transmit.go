@@ -80,6 +80,7 @@ type serverTransmitState struct {
 // transmit serves requests until the client disconnects or the session
 // fails. This goroutine reads requests; MaxInFlight workers serve them.
 func (c *serverConn) transmit() error {
+	c.srv.startSession(c)
 	n := c.srv.maxInFlight()
 	slots := make([]serverSlot, n)
 	ts := &serverTransmitState{

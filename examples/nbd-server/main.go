@@ -49,6 +49,8 @@ type config struct {
 	tlsCert, tlsKey               string
 	tlsRequire                    bool
 	maxInFlight, maxConns         int
+	maxHandshakes                 int
+	handshakeTimeout, idleTimeout time.Duration
 	maxPayload, bufferMemory      string
 	verbose                       bool
 	grace                         time.Duration
@@ -66,7 +68,10 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.BoolVar(&c.tlsRequire, "tls-require", false, "refuse clients that do not start TLS")
 	fs.IntVar(&c.maxInFlight, "max-inflight", 0, "requests served at once per connection (0: default 16)")
-	fs.IntVar(&c.maxConns, "max-conns", 0, "connections served at once (0: default 256)")
+	fs.IntVar(&c.maxConns, "max-conns", 0, "sessions (connections past their handshake) served at once; more are refused with a reason (0: default 256)")
+	fs.IntVar(&c.maxHandshakes, "max-handshakes", 0, "connections in their handshake at once; a new one pushes out the oldest (0: default 128)")
+	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 0, "how long a connection may take to finish its handshake (0: default 30s)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 0, "close a session idle for this long (0: never)")
 	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 32M)")
 	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
 	fs.BoolVar(&c.verbose, "v", false, "log connections (debug level)")
@@ -150,13 +155,16 @@ func (c *config) server(backend nbd.Backend, log *slog.Logger) (*nbd.Server, err
 		return nil, fmt.Errorf("-buffer-memory: %w", err)
 	}
 	srv := &nbd.Server{
-		Exports:      []nbd.Export{{Name: c.name, Description: c.description, Backend: backend, ReadOnly: c.readOnly}},
-		MaxInFlight:  c.maxInFlight,
-		MaxConns:     c.maxConns,
-		MaxPayload:   uint32(mp),
-		BufferMemory: bm,
-		RequireTLS:   c.tlsRequire,
-		Logger:       log,
+		Exports:          []nbd.Export{{Name: c.name, Description: c.description, Backend: backend, ReadOnly: c.readOnly}},
+		MaxInFlight:      c.maxInFlight,
+		MaxConns:         c.maxConns,
+		MaxHandshakes:    c.maxHandshakes,
+		HandshakeTimeout: c.handshakeTimeout,
+		IdleTimeout:      c.idleTimeout,
+		MaxPayload:       uint32(mp),
+		BufferMemory:     bm,
+		RequireTLS:       c.tlsRequire,
+		Logger:           log,
 	}
 	if c.tlsCert != "" || c.tlsKey != "" {
 		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
