@@ -431,7 +431,9 @@ func (s *Server) Serve(l net.Listener) error {
 // ServeConn serves one connection that is already open (one end of a
 // socketpair, an inherited descriptor) and returns when the client
 // disconnects, the session fails or the server closes; it closes nc. It
-// returns nil after a clean disconnect (NBD_CMD_DISC or NBD_OPT_ABORT).
+// returns nil after a clean disconnect (NBD_CMD_DISC or NBD_OPT_ABORT),
+// and ErrServerFull when MaxConns sessions are served (nc is then told
+// why, NBD_REP_ERR_SHUTDOWN, before it is closed).
 //
 // A connection that implements syscall.Conn (as *net.TCPConn and
 // *net.UnixConn do, here or from Serve's listener) is read and written
@@ -469,12 +471,20 @@ func (s *Server) trackListener(l *net.Listener, add bool) bool {
 	return true
 }
 
+// serverFinalFlushTimeout bounds the flush that ends Shutdown once its
+// own context is done.
+const serverFinalFlushTimeout = 30 * time.Second
+
 // Shutdown stops the server gracefully: it closes the listeners, drops
 // connections still haggling options, stops reading new requests, lets
-// every request already read finish and be answered, closes the
-// connections, and then flushes every export whose Backend is a Flusher,
-// so that no write the server acknowledged is lost. If ctx ends first,
-// Shutdown closes everything at once (as Close) and returns ctx's error.
+// every request already started finish and be answered (requests the
+// client sent that the server had buffered but not started are answered
+// NBD_ESHUTDOWN), closes the connections, and then flushes every export
+// whose Backend is a Flusher, so that no write the server acknowledged is
+// lost. If ctx ends first, Shutdown closes everything at once (as Close)
+// and still flushes (under a context that keeps ctx's values, without its
+// deadline, bounded by 30 seconds), then returns ctx's error with any
+// flush error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.init(); err != nil {
 		return err
@@ -488,7 +498,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		c.stopReading()
 	}
 	s.mu.Unlock()
+	if err := s.waitConns(ctx); err != nil {
+		s.Close()
+		// Acknowledged writes are complete: flush them even so.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverFinalFlushTimeout)
+		defer cancel()
+		return errors.Join(err, s.flushExports(fctx))
+	}
+	return s.flushExports(ctx)
+}
 
+// waitConns waits until every connection has ended, or ctx.
+func (s *Server) waitConns(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -496,15 +517,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		n := len(s.conns)
 		s.mu.Unlock()
 		if n == 0 {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			s.Close()
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// flushExports flushes every export whose Backend is a Flusher.
+func (s *Server) flushExports(ctx context.Context) error {
 	var errs []error
 	for _, name := range s.names {
 		if f := s.exports[name].flusher; f != nil {

@@ -176,6 +176,11 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan<- *serverSl
 		if err != nil {
 			return err
 		}
+		if c.srv.inShutdown.Load() {
+			ts.free <- s
+			r.refuseBuffered()
+			return nil
+		}
 		if err := r.readRequest(s); err != nil {
 			c.dropPayload(s)
 			c.srv.budget.unreserve(s.reserved)
@@ -187,6 +192,33 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan<- *serverSl
 			return err
 		}
 		r.dispatch(s)
+	}
+}
+
+// refuseBuffered answers NBD_ESHUTDOWN to every whole request the reader
+// has buffered but not started, once Shutdown has begun, without reading
+// the socket again.
+func (r *serverReader) refuseBuffered() {
+	br := r.br
+	for br.Buffered() >= RequestSize {
+		s, err := r.nextSlot()
+		if err != nil {
+			return
+		}
+		hdr, _ := br.Peek(RequestSize)
+		copy(s.hdr[:], hdr)
+		bad := s.req.Parse(&s.hdr) != nil
+		n := RequestSize
+		if s.req.Type == CmdWrite {
+			n += int(min(s.req.Length, serverDiscardLimit+1))
+		}
+		if bad || s.req.Type == CmdDisc || br.Buffered() < n {
+			r.ts.free <- s
+			return
+		}
+		br.Discard(n)
+		s.errno, s.msg, s.paged, s.reserved = ESHUTDOWN, "server shutting down", false, 0
+		r.c.handle(r.ts, s)
 	}
 }
 
