@@ -112,13 +112,18 @@ type Export struct {
 // nothing.
 // Memory for request payloads and read replies is bounded by
 // BufferMemory, for all connections together (free buffers are let go
-// when the server has been idle for a second). A connection adds a fixed
-// amount on top: a 64 KiB read buffer and, per request in flight, up to
-// about 64 KiB of scratch space (extents, lent pieces, chunk headers). So the server's memory, beyond its backends', is
-// at most about BufferMemory + (MaxConns + handshakes) x (64 KiB +
-// MaxInFlight x 4 KiB). A client that sends a WRITE header and then
-// stalls holds its reservation until the connection ends: with
-// IdleTimeout set, that is bounded in time too.
+// when the server has been idle for a second). A session adds a 64 KiB
+// read buffer and, per request in flight, up to about 64 KiB of scratch
+// space (extents, lent pieces, chunk headers); a handshake a few KiB. So
+// the server's memory, beyond its backends', is at most about
+//
+//	BufferMemory + MaxConns x (64 KiB + MaxInFlight x 64 KiB)
+//	             + MaxHandshakes x 8 KiB
+//
+// (at the defaults, 128 MiB + 272 MiB at worst, a few MiB typically: the
+// scratch space grows only with what requests need). A client that sends
+// a WRITE header and then stalls holds its reservation until the
+// connection ends: with IdleTimeout set, that is bounded in time too.
 type Server struct {
 	// Exports are the exports served; names must be distinct.
 	Exports []Export

@@ -57,15 +57,28 @@ func (s *Server) admit(c *serverConn) (refused string) {
 	if s.sessions >= s.maxConns() {
 		return "server full: " + strconv.Itoa(s.sessions) + " sessions"
 	}
-	if len(s.handshaking) >= s.maxHandshakes() {
+	for len(s.handshaking) >= s.maxHandshakes() {
 		old := s.handshaking[0]
 		s.handshaking = s.handshaking[1:]
-		old.nc().Close()
-		s.evictions.note(s.logger(), "nbd: handshakes pushed out by newer connections", "max_handshakes", s.maxHandshakes())
+		if old.closeIfHandshaking() {
+			s.evictions.note(s.logger(), "nbd: handshakes pushed out by newer connections", "max_handshakes", s.maxHandshakes())
+		}
 	}
 	s.conns[c] = false
 	s.handshaking = append(s.handshaking, c)
 	return ""
+}
+
+// closeIfHandshaking closes c if it is still haggling: one that has
+// just finished its handshake is left to start its session.
+func (c *serverConn) closeIfHandshaking() bool {
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	if c.state != serverStateHandshake {
+		return false
+	}
+	c.netc.Close()
+	return true
 }
 
 // startSession moves c from the handshakes to the sessions.

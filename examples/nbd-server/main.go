@@ -206,8 +206,12 @@ func serve(ctx context.Context, srv *nbd.Server, l net.Listener, grace time.Dura
 	if serr := <-served; !errors.Is(serr, nbd.ErrServerClosed) && err == nil {
 		err = serr
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		log.Info("stopped")
+	case errors.Is(err, context.DeadlineExceeded):
+		// Shutdown still flushed what it had acknowledged.
+		log.Warn("stopped after -shutdown-timeout: requests in flight abandoned, acknowledged writes flushed", "err", err)
 	}
 	return err
 }
