@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,7 +42,14 @@ func serverTestSockets(t *testing.T, path string, n int, behave func(net.Conn)) 
 // other sockets are silent, drip their handshake a byte at a time, or
 // sit idle in transmission.
 func TestServerNoLockOut(t *testing.T) {
-	const silent, dripping, idle = 2000, 100, 16
+	const dripping, idle = 100, 16
+	// 2,000 silent sockets, two descriptors each in this process, fewer
+	// if the descriptor limit is low.
+	silent := 2000
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < 2*2000+1000 {
+		silent = max(100, (int(lim.Cur)-1000)/2)
+	}
 	d := NewMemDisk(1 << 20)
 	s := &Server{MaxConns: 2 * idle, MaxHandshakes: 64, Exports: []Export{{Backend: d}}}
 	path := serverTestStart(t, s)
