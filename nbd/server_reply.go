@@ -74,6 +74,7 @@ func (c *serverConn) writeQueued(ts *serverTransmitState) {
 // their pool and what the backend lent it goes back to the backend.
 func (c *serverConn) sent(q *serverSlot) {
 	q.reply.Release()
+	q.tail.Release() // empty, unless a structured read's runs missed bytes
 	c.dropPayload(q) // of a write that was not served
 	c.srv.budget.unreserve(q.reserved)
 	q.reserved = 0
