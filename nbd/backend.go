@@ -62,3 +62,57 @@ type BlockStatuser interface {
 type Cacher interface {
 	Cache(ctx context.Context, off, length int64) error
 }
+
+// PageSize is the size of the pages a PageTaker takes over.
+const PageSize = 64 << 10
+
+// LentPiece is one piece of a Lender's loan: Data views the backend's own
+// memory (read-only), or is nil for Len bytes that read as zeroes (a
+// hole). Len is len(Data) when Data is not nil.
+type LentPiece struct {
+	Data []byte
+	Len  int
+}
+
+// Lender is a Backend whose bytes live in its own memory and can be lent
+// for a read reply, so the server writes the reply to the socket straight
+// from that memory, with no copy before the kernel's.
+//
+// Lend appends to pieces, in order, the pieces that make up [off, off+n)
+// (a range inside the backend, n > 0) and returns the extended slice. The
+// loan lasts until GiveBack(off, n) with the same range: until then the
+// bytes each piece shows must not change, whatever is written, trimmed or
+// zeroed meanwhile (a write to lent memory lands in a copy instead), and
+// holes must read as zeroes at the time of the loan. Both methods are
+// called from many goroutines at once, and loans may overlap; the server
+// keeps the pieces only until GiveBack. The server uses Lend for reads on
+// a socket (not through TLS, where the bytes are copied into records
+// anyway) and ReadAt elsewhere: both must show the same bytes.
+//
+// A type that embeds a Lender (or a PageTaker) and changes what ReadAt
+// returns (or how WriteAt writes) must not promote Lend (or TakePage): the
+// server would go around its methods.
+//
+// MemDisk is a Lender. FileDisk is not: its bytes live in the kernel's
+// page cache, which a process reaches only by copying (pread) or through
+// a shared mapping that a concurrent write would change under a reply
+// being sent; its zero-copy path would be sendfile(2) or splice(2).
+type Lender interface {
+	Lend(off, n int64, pieces []LentPiece) []LentPiece
+	GiveBack(off, n int64)
+}
+
+// PageTaker is a Backend that keeps a whole page written to it instead of
+// copying it: TakePage makes p the backend's bytes [off, off+PageSize),
+// off a multiple of PageSize, and returns the page it replaced for the
+// caller to reuse (nil when there is none to give, as on a first write or
+// while the old page is lent). It reports false, changing nothing, when
+// it cannot take this page (the range is cut by the end of the backend);
+// the caller then writes p with WriteAt. After a true return the caller
+// gives up p and owns the returned page. It is called from many
+// goroutines at once. The server reads a whole-page write's payload into
+// a page of its own and hands it over, so the payload is copied once
+// (from the socket), not twice. MemDisk is a PageTaker.
+type PageTaker interface {
+	TakePage(p *[PageSize]byte, off int64) (old *[PageSize]byte, ok bool)
+}

@@ -124,7 +124,10 @@ func TestClientAsyncStateMachine(t *testing.T) {
 }
 
 // asyncFailDisk fails reads and writes that touch its last chunk with EIO.
-type asyncFailDisk struct{ *MemDisk }
+type asyncFailDisk struct {
+	*MemDisk
+	serverNotLender // its ReadAt fails: the server must not read around it
+}
 
 func (d asyncFailDisk) bad(p []byte, off int64) bool {
 	return off+int64(len(p)) > d.Size()-MemDiskChunkSize
@@ -148,7 +151,7 @@ func (d asyncFailDisk) WriteAt(p []byte, off int64) (int, error) {
 // locally, and a server error reaching Wait (with the read buffer zeroed).
 func TestClientAsyncErrors(t *testing.T) {
 	const size = 4 << 20
-	disk := asyncFailDisk{NewMemDisk(size)}
+	disk := asyncFailDisk{MemDisk: NewMemDisk(size)}
 	// Data in the failing chunk, so the server reads it (a hole it would
 	// send without asking).
 	if _, err := disk.MemDisk.WriteAt([]byte{1}, size-1); err != nil {

@@ -189,9 +189,11 @@ func TestHandleConcurrentWait(t *testing.T) {
 	}
 }
 
-// failingDisk fails reads and writes that touch sector bad with EIO.
+// failingDisk fails reads and writes that touch sector bad with EIO. It
+// embeds the disk as a plain Backend, so that the MemDisk's Lend and
+// TakePage are not promoted around its ReadAt and WriteAt (see nbd.Lender).
 type failingDisk struct {
-	*nbd.MemDisk
+	nbd.Backend
 	bad int64
 }
 
@@ -203,22 +205,22 @@ func (d failingDisk) ReadAt(p []byte, off int64) (int, error) {
 	if d.hits(p, off) {
 		return 0, syscall.EIO
 	}
-	return d.MemDisk.ReadAt(p, off)
+	return d.Backend.ReadAt(p, off)
 }
 
 func (d failingDisk) WriteAt(p []byte, off int64) (int, error) {
 	if d.hits(p, off) {
 		return 0, syscall.EIO
 	}
-	return d.MemDisk.WriteAt(p, off)
+	return d.Backend.WriteAt(p, off)
 }
 
 // TestHandleServerError: a server's read or write error reaches the Wait
 // of that request only (the failed read's buffer zeroed), not its
 // neighbours'.
 func TestHandleServerError(t *testing.T) {
-	disk := failingDisk{MemDisk: nbd.NewMemDisk(1 << 20), bad: 10}
-	if _, err := disk.MemDisk.WriteAt(fill(make([]byte, 1<<20), 1), 0); err != nil {
+	disk := failingDisk{Backend: nbd.NewMemDisk(1 << 20), bad: 10}
+	if _, err := disk.Backend.WriteAt(fill(make([]byte, 1<<20), 1), 0); err != nil {
 		t.Fatal(err)
 	}
 	_, c := handleDial(t, []nbdtest.Option{nbdtest.WithBackend(disk)})

@@ -12,20 +12,22 @@ import (
 // MemDiskChunkSize is the allocation unit of a MemDisk: a chunk is
 // allocated by the first write into it and freed by a Trim (or a
 // WriteZeroes without FlagNoHole) that covers it whole.
-const MemDiskChunkSize = 64 << 10
+const MemDiskChunkSize = PageSize
 
 const memDiskStripes = 64 // lock stripes; chunk i uses stripe i % 64
 
 // MemDisk is a sparse disk in memory: it allocates its 64 KiB chunks on
 // first write and reports the rest as holes that read as zeroes. It is a
 // Backend with every optional interface the server uses (Flusher,
-// Trimmer, Zeroer, BlockStatuser, MultiConnBackend) and is safe for
+// Trimmer, Zeroer, BlockStatuser, MultiConnBackend, Lender, PageTaker:
+// the server sends reads from its memory and keeps whole-chunk writes
+// without copying them) and is safe for
 // concurrent use: chunks are guarded by striped locks, so requests on
 // different chunks never wait for each other. Overlapping concurrent
 // writes land in some order, as on any disk. Trimmed and zeroed ranges
 // read as zeroes. Memory use is one pointer per chunk of Size plus the
-// chunks written (and 4 bytes per chunk of Size that count the server's
-// loans: see lend).
+// chunks written (and 4 bytes per chunk of Size that count the loans:
+// see Lend).
 type MemDisk struct {
 	size      int64
 	chunks    []*[MemDiskChunkSize]byte
@@ -137,13 +139,13 @@ func (d *MemDisk) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-// takePage makes p the chunk at off, a multiple of MemDiskChunkSize, and
+// TakePage makes p the chunk at off, a multiple of MemDiskChunkSize, and
 // returns the chunk it replaces (nil if none was allocated): the server's
-// whole-chunk writes land without a copy. It reports false, changing
-// nothing, for a chunk outside the disk or cut short by its end. The
-// caller gives up p and owns the returned chunk: readers copy chunks
-// under the stripe lock, and a chunk lent (see lend) is not returned.
-func (d *MemDisk) takePage(p *[MemDiskChunkSize]byte, off int64) (*[MemDiskChunkSize]byte, bool) {
+// whole-chunk writes land without a copy (PageTaker). It reports false,
+// changing nothing, for a chunk outside the disk or cut short by its end.
+// The caller gives up p and owns the returned chunk: readers copy chunks
+// under the stripe lock, and a chunk lent (see Lend) is not returned.
+func (d *MemDisk) TakePage(p *[MemDiskChunkSize]byte, off int64) (*[MemDiskChunkSize]byte, bool) {
 	if off < 0 || off%MemDiskChunkSize != 0 || off > d.size-MemDiskChunkSize {
 		return nil, false
 	}
@@ -166,7 +168,7 @@ func (d *MemDisk) takePage(p *[MemDiskChunkSize]byte, off int64) (*[MemDiskChunk
 }
 
 // writable returns chunk i ready to be written in place: while the server
-// lends it (see lend) it is first replaced by a copy, so a reply being
+// lends it (see Lend) it is first replaced by a copy, so a reply being
 // sent from it keeps the data it had. Call with i's stripe locked for
 // writing.
 func (d *MemDisk) writable(i int64) *[MemDiskChunkSize]byte {
@@ -180,13 +182,13 @@ func (d *MemDisk) writable(i int64) *[MemDiskChunkSize]byte {
 	return c
 }
 
-// lend appends to views the pieces of [off, off+n), inside the disk, one
-// per chunk piece: a slice of the chunk's own memory, or nil for a hole,
-// and lends the chunks until giveBack(off, n): meanwhile writes to them
-// land in copies (writable), so the views keep the data they showed.
-// That is how the server sends a read reply straight from the disk's
-// memory, without copying it into a buffer first.
-func (d *MemDisk) lend(off, n int64, views [][]byte) [][]byte {
+// Lend appends to pieces the pieces of [off, off+n), inside the disk, one
+// per chunk piece: a slice of the chunk's own memory, or a hole, and
+// lends the chunks until GiveBack(off, n): meanwhile writes to them land
+// in copies (writable), so the pieces keep the data they showed. That is
+// how the server sends a read reply straight from the disk's memory,
+// without copying it into a buffer first (Lender).
+func (d *MemDisk) Lend(off, n int64, pieces []LentPiece) []LentPiece {
 	for n > 0 {
 		i := off / MemDiskChunkSize
 		lo := int(off % MemDiskChunkSize)
@@ -194,20 +196,20 @@ func (d *MemDisk) lend(off, n int64, views [][]byte) [][]byte {
 		l := d.lock(i)
 		l.RLock()
 		d.loans[i].Add(1)
-		var v []byte
+		p := LentPiece{Len: k}
 		if c := d.chunks[i]; c != nil {
-			v = c[lo : lo+k : lo+k]
+			p.Data = c[lo : lo+k : lo+k]
 		}
 		l.RUnlock()
-		views = append(views, v)
+		pieces = append(pieces, p)
 		off += int64(k)
 		n -= int64(k)
 	}
-	return views
+	return pieces
 }
 
-// giveBack ends the loan of [off, off+n) that lend made.
-func (d *MemDisk) giveBack(off, n int64) {
+// GiveBack ends the loan of [off, off+n) that Lend made.
+func (d *MemDisk) GiveBack(off, n int64) {
 	if n <= 0 {
 		return
 	}

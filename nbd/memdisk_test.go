@@ -127,8 +127,8 @@ func TestServerMemDiskModel(t *testing.T) {
 	})
 }
 
-// The MemDisk's loans to the server (lend, giveBack) and its page swaps
-// (takePage) against the same model: whatever is written, trimmed,
+// The MemDisk's loans to the server (Lend, GiveBack) and its page swaps
+// (TakePage) against the same model: whatever is written, trimmed,
 // zeroed or swapped in while a range is lent, the lent views keep showing
 // what the model held when they were lent, and the disk what it holds now.
 func TestServerMemDiskLendModel(t *testing.T) {
@@ -138,7 +138,7 @@ func TestServerMemDiskLendModel(t *testing.T) {
 		model := make([]byte, size)
 		type loan struct {
 			off, n int64
-			views  [][]byte
+			views  []LentPiece
 			want   []byte
 		}
 		var loans []loan
@@ -146,9 +146,9 @@ func TestServerMemDiskLendModel(t *testing.T) {
 		actions["lend"] = func(t *rapid.T) {
 			off := rapid.Int64Range(0, size-1).Draw(t, "off")
 			n := rapid.Int64Range(1, min(size-off, 3*MemDiskChunkSize)).Draw(t, "n")
-			views := d.lend(off, n, nil)
+			views := d.Lend(off, n, nil)
 			if want := (off+n-1)/MemDiskChunkSize - off/MemDiskChunkSize + 1; int64(len(views)) != want {
-				t.Fatalf("lend [%d,+%d): %d views, want one per chunk piece, %d", off, n, len(views), want)
+				t.Fatalf("Lend [%d,+%d): %d pieces, want one per chunk piece, %d", off, n, len(views), want)
 			}
 			loans = append(loans, loan{off, n, views, bytes.Clone(model[off : off+n])})
 		}
@@ -157,7 +157,7 @@ func TestServerMemDiskLendModel(t *testing.T) {
 				t.Skip("nothing lent")
 			}
 			i := rapid.IntRange(0, len(loans)-1).Draw(t, "loan")
-			d.giveBack(loans[i].off, loans[i].n)
+			d.GiveBack(loans[i].off, loans[i].n)
 			loans = append(loans[:i], loans[i+1:]...)
 		}
 		actions["take page"] = func(t *rapid.T) {
@@ -178,23 +178,26 @@ func TestServerMemDiskLendModel(t *testing.T) {
 				p[i] = b ^ byte(i>>3)
 			}
 			copy(model[off:], p[:])
-			old, ok := d.takePage(p, off)
+			old, ok := d.TakePage(p, off)
 			switch {
 			case !ok:
-				t.Fatalf("takePage at %d refused", off)
+				t.Fatalf("TakePage at %d refused", off)
 			case lent && old != nil:
-				t.Fatalf("takePage at %d returned a chunk lent to the server", off)
+				t.Fatalf("TakePage at %d returned a chunk lent to the server", off)
 			case old != nil && !bytes.Equal(old[:], before):
-				t.Fatalf("takePage at %d returned a chunk that is not the one it replaced", off)
+				t.Fatalf("TakePage at %d returned a chunk that is not the one it replaced", off)
 			case old == nil && !lent && d.Allocated() == allocated:
-				t.Fatalf("takePage at %d returned nothing for an allocated chunk", off)
+				t.Fatalf("TakePage at %d returned nothing for an allocated chunk", off)
 			}
 		}
 		actions[""] = func(t *rapid.T) {
 			for _, l := range loans {
 				pos := l.off
-				for _, v := range l.views {
-					k := min(MemDiskChunkSize-pos%MemDiskChunkSize, l.off+l.n-pos)
+				for _, p := range l.views {
+					v, k := p.Data, int64(p.Len)
+					if want := min(MemDiskChunkSize-pos%MemDiskChunkSize, l.off+l.n-pos); k != want || v != nil && int64(len(v)) != k {
+						t.Fatalf("lent [%d,+%d): piece at %d of %d bytes (%d viewed), want %d", l.off, l.n, pos, k, len(v), want)
+					}
 					want := l.want[pos-l.off : pos-l.off+k]
 					if v == nil && !bytes.Equal(want, make([]byte, k)) {
 						t.Fatalf("lent [%d,+%d): hole at %d, the model had data", l.off, l.n, pos)
@@ -208,7 +211,7 @@ func TestServerMemDiskLendModel(t *testing.T) {
 		}
 		t.Repeat(actions)
 		for _, l := range loans {
-			d.giveBack(l.off, l.n)
+			d.GiveBack(l.off, l.n)
 		}
 		for i := range d.loans {
 			if n := d.loans[i].Load(); n != 0 {
@@ -223,9 +226,9 @@ func TestServerMemDiskLendModel(t *testing.T) {
 func TestServerMemDiskLendCopiesOnWrite(t *testing.T) {
 	d := NewMemDisk(2 * MemDiskChunkSize)
 	d.WriteAt(bytes.Repeat([]byte{1}, MemDiskChunkSize), 0)
-	views := d.lend(100, 200, nil)
+	views := d.Lend(100, 200, nil)
 	d.WriteAt(bytes.Repeat([]byte{2}, 300), 0)
-	if !bytes.Equal(views[0], bytes.Repeat([]byte{1}, 200)) {
+	if !bytes.Equal(views[0].Data, bytes.Repeat([]byte{1}, 200)) {
 		t.Fatal("a write under a loan changed the lent view")
 	}
 	got := make([]byte, 300)
@@ -233,11 +236,11 @@ func TestServerMemDiskLendCopiesOnWrite(t *testing.T) {
 	if !bytes.Equal(got, bytes.Repeat([]byte{2}, 300)) {
 		t.Fatal("a write under a loan is not on the disk")
 	}
-	d.giveBack(100, 200)
+	d.GiveBack(100, 200)
 	p := []byte{3}
 	if n := testing.AllocsPerRun(100, func() {
-		d.lend(0, MemDiskChunkSize, views[:0])
-		d.giveBack(0, MemDiskChunkSize)
+		d.Lend(0, MemDiskChunkSize, views[:0])
+		d.GiveBack(0, MemDiskChunkSize)
 		d.WriteAt(p, 5)
 	}); n != 0 {
 		t.Fatalf("lend, give back and write: %v allocations, want 0", n)

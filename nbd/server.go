@@ -110,8 +110,20 @@ type Export struct {
 // the replies of a burst are held until the client has nothing more to
 // send, at most a few at a time). In steady state a request allocates
 // nothing.
-// Memory for request buffers is bounded by MaxConns x MaxInFlight x
-// MaxPayload.
+// Memory for request payloads and read replies is bounded by
+// BufferMemory, for all connections together (free buffers are let go
+// when the server has been idle for a second). A session adds a 64 KiB
+// read buffer and, per request in flight, up to about 64 KiB of scratch
+// space (extents, lent pieces, chunk headers); a handshake a few KiB. So
+// the server's memory, beyond its backends', is at most about
+//
+//	BufferMemory + MaxConns x (64 KiB + MaxInFlight x 64 KiB)
+//	             + MaxHandshakes x 8 KiB
+//
+// (at the defaults, 128 MiB + 272 MiB at worst, a few MiB typically: the
+// scratch space grows only with what requests need). A client that sends
+// a WRITE header and then stalls holds its reservation until the
+// connection ends: with IdleTimeout set, that is bounded in time too.
 type Server struct {
 	// Exports are the exports served; names must be distinct.
 	Exports []Export
@@ -143,12 +155,31 @@ type Server struct {
 	// MaxInFlight bounds the requests of one connection served at once;
 	// 0 means DefaultMaxInFlight.
 	MaxInFlight int
-	// MaxConns bounds the connections served at once; further ones are
-	// closed at accept. 0 means DefaultMaxConns.
+	// MaxConns bounds the sessions (connections past their handshake)
+	// served at once; a connection accepted while all are taken is
+	// refused, told NBD_REP_ERR_SHUTDOWN with a message in answer to its
+	// first option. Connections that finish their handshakes together
+	// may pass it by at most MaxHandshakes. 0 means DefaultMaxConns.
 	MaxConns int
+	// MaxHandshakes bounds the connections in their handshake at once;
+	// when all are taken, a new connection pushes out (closes) the one
+	// that has been haggling longest. 0 means DefaultMaxHandshakes.
+	MaxHandshakes int
 	// HandshakeTimeout bounds the option haggling of a connection; 0
 	// means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// IdleTimeout closes a session that has had no request in flight and
+	// sent nothing for that long, or stalls that long in the payload of a
+	// request it sent while idle; 0 means never (a kernel client may
+	// rightly stay idle for hours).
+	IdleTimeout time.Duration
+	// BufferMemory bounds the memory of the buffers that hold request
+	// payloads and read replies, for all connections together; 0 means
+	// DefaultBufferMemory. A request reserves its buffers (whole 64 KiB
+	// or 1 MiB buffers) before it takes any, and waits while the budget
+	// has no room; its reservation ends once its reply is written. It
+	// must hold a request of MaxPayload.
+	BufferMemory int64
 
 	// Logger receives connection events at Debug level and failures at
 	// Warn; nil discards them.
@@ -157,14 +188,22 @@ type Server struct {
 	initOnce sync.Once
 	initErr  error
 	exports  map[string]*serverExport
+	bufs     *serverBuffers
+	budget   *serverBudget
 	names    []string // sorted, for NBD_OPT_LIST
 
-	mu         sync.Mutex
-	listeners  map[*net.Listener]struct{}
-	conns      map[*serverConn]struct{}
-	inShutdown atomic.Bool
-	baseCtx    context.Context
-	cancel     context.CancelFunc
+	mu          sync.Mutex
+	listeners   map[*net.Listener]struct{}
+	conns       map[*serverConn]bool // true: a session, false: a handshake
+	handshaking []*serverConn        // oldest first
+	sessions    int
+	refusing    chan struct{} // one token per refused connection being told why
+	refusals    serverLogLimit
+	evictions   serverLogLimit
+	failures    serverLogLimit
+	inShutdown  atomic.Bool
+	baseCtx     context.Context
+	cancel      context.CancelFunc
 }
 
 // serverExport is an Export with its capabilities resolved once.
@@ -177,18 +216,26 @@ type serverExport struct {
 	maxPayload uint32
 	flusher    Flusher
 	fua        FUAWriter
+	fuaAt      *serverFUAAt // fua as an io.WriterAt
 	trimmer    Trimmer
 	zeroer     Zeroer
 	status     BlockStatuser
 	cacher     Cacher
-	pages      *MemDisk // the Backend itself, for whole-chunk writes
+	lender     Lender    // reads sent from the backend's memory
+	pages      PageTaker // whole-page writes handed over
 }
 
 func (s *Server) init() error {
 	s.initOnce.Do(func() {
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.listeners = make(map[*net.Listener]struct{})
-		s.conns = make(map[*serverConn]struct{})
+		s.conns = make(map[*serverConn]bool)
+		s.refusing = make(chan struct{}, serverMaxRefusing)
+		s.bufs = newServerBuffers()
+		s.budget = &serverBudget{bufs: s.bufs, limit: s.BufferMemory}
+		if s.budget.limit == 0 {
+			s.budget.limit = DefaultBufferMemory
+		}
 		s.initErr = s.resolveExports()
 	})
 	return s.initErr
@@ -209,73 +256,94 @@ func (s *Server) resolveExports() error {
 		// A READ reply chunk carries 8 bytes of offset in a u32 length.
 		return fmt.Errorf("nbd: Server.MaxPayload %d above 2 GiB", maxPayload)
 	}
-	if s.MaxInFlight < 0 || s.MaxConns < 0 {
+	if s.MaxInFlight < 0 || s.MaxConns < 0 || s.MaxHandshakes < 0 || s.BufferMemory < 0 || s.IdleTimeout < 0 {
 		return errors.New("nbd: negative Server limit")
+	}
+	if need := serverNeed(int64(maxPayload)); s.budget.limit < need {
+		return fmt.Errorf("nbd: Server.BufferMemory %d below the %d bytes of buffers a request of MaxPayload takes", s.budget.limit, need)
 	}
 	s.exports = make(map[string]*serverExport, len(s.Exports))
 	for i := range s.Exports {
 		e := &s.Exports[i]
-		if e.Backend == nil {
-			return fmt.Errorf("nbd: export %q has no Backend", e.Name)
-		}
-		if len(e.Name) > MaxStringLength || len(e.Description) > MaxStringLength {
-			return fmt.Errorf("nbd: export %q: name or description longer than %d bytes", e.Name, MaxStringLength)
-		}
 		if _, dup := s.exports[e.Name]; dup {
 			return fmt.Errorf("nbd: export %q listed twice", e.Name)
 		}
-		size := e.Backend.Size()
-		if size < 0 {
-			return fmt.Errorf("nbd: export %q has negative size %d", e.Name, size)
-		}
-		x := &serverExport{Export: *e, size: uint64(size), minBlock: e.MinBlockSize, prefBlock: e.PreferredBlockSize, maxPayload: maxPayload}
-		if x.minBlock == 0 {
-			x.minBlock = 1
-		}
-		if x.prefBlock == 0 {
-			x.prefBlock = max(DefaultPreferredBlockSize, x.minBlock)
-		}
-		if !serverPow2(x.minBlock) || x.minBlock > 64<<10 {
-			return fmt.Errorf("nbd: export %q: MinBlockSize %d is not a power of two up to 65536", e.Name, x.minBlock)
-		}
-		if !serverPow2(x.prefBlock) || x.prefBlock < max(512, x.minBlock) {
-			return fmt.Errorf("nbd: export %q: PreferredBlockSize %d is not a power of two of at least 512 and MinBlockSize", e.Name, x.prefBlock)
-		}
-		if x.maxPayload%x.minBlock != 0 || x.maxPayload < x.prefBlock {
-			return fmt.Errorf("nbd: export %q: MaxPayload %d is not a multiple of MinBlockSize of at least PreferredBlockSize", e.Name, x.maxPayload)
-		}
-		b := e.Backend
-		x.flags = ExportHasFlags | ExportSendCache
-		x.flusher, _ = b.(Flusher)
-		x.fua, _ = b.(FUAWriter)
-		x.trimmer, _ = b.(Trimmer)
-		x.zeroer, _ = b.(Zeroer)
-		x.status, _ = b.(BlockStatuser)
-		x.cacher, _ = b.(Cacher)
-		// Only a bare MemDisk: a type embedding one may override WriteAt.
-		x.pages, _ = b.(*MemDisk)
-		if x.flusher != nil {
-			x.flags |= ExportSendFlush | ExportSendFUA
-		}
-		if e.ReadOnly {
-			x.flags |= ExportReadOnly
-		} else {
-			x.flags |= ExportSendWriteZeroes | ExportSendFastZero
-			if x.trimmer != nil {
-				x.flags |= ExportSendTrim
-			}
-		}
-		if e.Rotational {
-			x.flags |= ExportRotational
-		}
-		if m, ok := b.(MultiConnBackend); ok && m.CanMultiConn() {
-			x.flags |= ExportCanMultiConn
+		x, err := resolveExport(e, maxPayload)
+		if err != nil {
+			return err
 		}
 		s.exports[e.Name] = x
 		s.names = append(s.names, e.Name)
 	}
 	sort.Strings(s.names)
 	return nil
+}
+
+// resolveExport checks e and finds what its Backend can do.
+func resolveExport(e *Export, maxPayload uint32) (*serverExport, error) {
+	if e.Backend == nil {
+		return nil, fmt.Errorf("nbd: export %q has no Backend", e.Name)
+	}
+	if len(e.Name) > MaxStringLength || len(e.Description) > MaxStringLength {
+		return nil, fmt.Errorf("nbd: export %q: name or description longer than %d bytes", e.Name, MaxStringLength)
+	}
+	size := e.Backend.Size()
+	if size < 0 {
+		return nil, fmt.Errorf("nbd: export %q has negative size %d", e.Name, size)
+	}
+	x := &serverExport{Export: *e, size: uint64(size), minBlock: e.MinBlockSize, prefBlock: e.PreferredBlockSize, maxPayload: maxPayload}
+	if x.minBlock == 0 {
+		x.minBlock = 1
+	}
+	if x.prefBlock == 0 {
+		x.prefBlock = max(DefaultPreferredBlockSize, x.minBlock)
+	}
+	if !serverPow2(x.minBlock) || x.minBlock > 64<<10 {
+		return nil, fmt.Errorf("nbd: export %q: MinBlockSize %d is not a power of two up to 65536", e.Name, x.minBlock)
+	}
+	if !serverPow2(x.prefBlock) || x.prefBlock < max(512, x.minBlock) {
+		return nil, fmt.Errorf("nbd: export %q: PreferredBlockSize %d is not a power of two of at least 512 and MinBlockSize", e.Name, x.prefBlock)
+	}
+	if x.maxPayload%x.minBlock != 0 || x.maxPayload < x.prefBlock {
+		return nil, fmt.Errorf("nbd: export %q: MaxPayload %d is not a multiple of MinBlockSize of at least PreferredBlockSize", e.Name, x.maxPayload)
+	}
+	x.resolveFeatures()
+	return x, nil
+}
+
+// resolveFeatures finds the Backend's optional interfaces and the
+// transmission flags they advertise.
+func (x *serverExport) resolveFeatures() {
+	b := x.Backend
+	x.flags = ExportHasFlags | ExportSendCache
+	x.flusher, _ = b.(Flusher)
+	x.fua, _ = b.(FUAWriter)
+	if x.fua != nil {
+		x.fuaAt = &serverFUAAt{x.fua}
+	}
+	x.trimmer, _ = b.(Trimmer)
+	x.zeroer, _ = b.(Zeroer)
+	x.status, _ = b.(BlockStatuser)
+	x.cacher, _ = b.(Cacher)
+	x.lender, _ = b.(Lender)
+	x.pages, _ = b.(PageTaker)
+	if x.flusher != nil {
+		x.flags |= ExportSendFlush | ExportSendFUA
+	}
+	if x.ReadOnly {
+		x.flags |= ExportReadOnly
+	} else {
+		x.flags |= ExportSendWriteZeroes | ExportSendFastZero
+		if x.trimmer != nil {
+			x.flags |= ExportSendTrim
+		}
+	}
+	if x.Rotational {
+		x.flags |= ExportRotational
+	}
+	if m, ok := b.(MultiConnBackend); ok && m.CanMultiConn() {
+		x.flags |= ExportCanMultiConn
+	}
 }
 
 // serverTransientAccept reports an accept error worth retrying.
@@ -371,9 +439,8 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		delay = 0
 		c := s.newConn(nc)
-		if !s.trackConn(c) {
-			s.logger().Warn("nbd: connection refused: server full or shutting down", "remote", nc.RemoteAddr(), "max_conns", s.maxConns())
-			nc.Close()
+		if reason := s.admit(c); reason != "" {
+			s.refuse(nc, reason)
 			continue
 		}
 		go c.serve()
@@ -383,7 +450,9 @@ func (s *Server) Serve(l net.Listener) error {
 // ServeConn serves one connection that is already open (one end of a
 // socketpair, an inherited descriptor) and returns when the client
 // disconnects, the session fails or the server closes; it closes nc. It
-// returns nil after a clean disconnect (NBD_CMD_DISC or NBD_OPT_ABORT).
+// returns nil after a clean disconnect (NBD_CMD_DISC or NBD_OPT_ABORT),
+// and ErrServerFull when MaxConns sessions are served (nc is then told
+// why, NBD_REP_ERR_SHUTDOWN, before it is closed).
 //
 // A connection that implements syscall.Conn (as *net.TCPConn and
 // *net.UnixConn do, here or from Serve's listener) is read and written
@@ -396,9 +465,13 @@ func (s *Server) ServeConn(nc net.Conn) error {
 		return err
 	}
 	c := s.newConn(nc)
-	if !s.trackConn(c) {
-		nc.Close()
-		return ErrServerClosed
+	if reason := s.admit(c); reason != "" {
+		if s.inShutdown.Load() {
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.refuse(nc, reason)
+		return ErrServerFull
 	}
 	return c.serve()
 }
@@ -417,30 +490,21 @@ func (s *Server) trackListener(l *net.Listener, add bool) bool {
 	return true
 }
 
-func (s *Server) trackConn(c *serverConn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inShutdown.Load() || len(s.conns) >= s.maxConns() {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *Server) untrackConn(c *serverConn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-}
+// serverFinalFlushTimeout bounds the flush that ends Shutdown once its
+// own context is done.
+const serverFinalFlushTimeout = 30 * time.Second
 
 // Shutdown stops the server gracefully: it closes the listeners, answers
 // the next options of connections still haggling with
 // NBD_REP_ERR_SHUTDOWN and drops them within a second, stops reading new
-// requests, lets
-// every request already read finish and be answered, closes the
-// connections, and then flushes every export whose Backend is a Flusher,
-// so that no write the server acknowledged is lost. If ctx ends first,
-// Shutdown closes everything at once (as Close) and returns ctx's error.
+// requests, lets every request already started finish and be answered
+// (requests the client sent that the server had buffered but not started
+// are answered NBD_ESHUTDOWN), closes the connections, and then flushes
+// every export whose Backend is a Flusher, so that no write the server
+// acknowledged is lost. If ctx ends first, Shutdown closes everything at
+// once (as Close) and still flushes (under a context that keeps ctx's
+// values, without its deadline, bounded by 30 seconds), then returns
+// ctx's error with any flush error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.init(); err != nil {
 		return err
@@ -454,7 +518,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		c.stopReading()
 	}
 	s.mu.Unlock()
+	if err := s.waitConns(ctx); err != nil {
+		s.Close()
+		// Acknowledged writes are complete: flush them even so.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serverFinalFlushTimeout)
+		defer cancel()
+		return errors.Join(err, s.flushExports(fctx))
+	}
+	return s.flushExports(ctx)
+}
 
+// waitConns waits until every connection has ended, or ctx.
+func (s *Server) waitConns(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -462,15 +537,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		n := len(s.conns)
 		s.mu.Unlock()
 		if n == 0 {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			s.Close()
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// flushExports flushes every export whose Backend is a Flusher.
+func (s *Server) flushExports(ctx context.Context) error {
 	var errs []error
 	for _, name := range s.names {
 		if f := s.exports[name].flusher; f != nil {

@@ -11,10 +11,14 @@ import (
 // raw client that allocates nothing itself, so allocs/op is the server's:
 // it must be 0 in steady state.
 
-func serverBenchConn(b *testing.B, structured bool) (*serverRawClient, *MemDisk) {
+func serverBenchConn(b *testing.B, structured, copied bool) (*serverRawClient, *MemDisk) {
 	d := NewMemDisk(64 << 20)
 	d.WriteAt(make([]byte, 64<<20), 0) // all data: reads are not holes
-	path := serverTestStart(b, &Server{Exports: []Export{{Backend: d}}})
+	var backend Backend = d
+	if copied { // not a Lender or PageTaker: the pooled buffer paths
+		backend = serverCopiedDisk{MemDisk: d}
+	}
+	path := serverTestStart(b, &Server{Exports: []Export{{Backend: backend}}})
 	c := serverTestDial(b, path)
 	c.negotiate("", structured, false)
 	c.nc.SetDeadline(time.Time{})
@@ -24,7 +28,11 @@ func serverBenchConn(b *testing.B, structured bool) (*serverRawClient, *MemDisk)
 // serverBench runs requests with depth of them in flight: a goroutine
 // sends, this one reads the replies.
 func serverBench(b *testing.B, structured bool, typ Command, size int, depth int) {
-	c, _ := serverBenchConn(b, structured)
+	serverBenchOn(b, structured, false, typ, size, depth)
+}
+
+func serverBenchOn(b *testing.B, structured, copied bool, typ Command, size int, depth int) {
+	c, _ := serverBenchConn(b, structured, copied)
 	req := make([]byte, RequestSize+size)
 	payload := 0
 	if typ == CmdWrite {
@@ -78,3 +86,12 @@ func BenchmarkServerRead4KQD32Structured(b *testing.B) { serverBench(b, true, Cm
 func BenchmarkServerRead64KQD8(b *testing.B)           { serverBench(b, true, CmdRead, 64<<10, 8) }
 func BenchmarkServerWrite4KQD32(b *testing.B)          { serverBench(b, false, CmdWrite, 4096, 32) }
 func BenchmarkServerWrite64KQD8(b *testing.B)          { serverBench(b, false, CmdWrite, 64<<10, 8) }
+
+// The same through a backend that lends nothing and takes no pages: read
+// replies and write payloads in the server's pooled buffers.
+func BenchmarkServerCopiedRead64KQD8(b *testing.B) { serverBenchOn(b, true, true, CmdRead, 64<<10, 8) }
+func BenchmarkServerCopiedRead1MQD4(b *testing.B)  { serverBenchOn(b, false, true, CmdRead, 1<<20, 4) }
+func BenchmarkServerCopiedWrite64KQD8(b *testing.B) {
+	serverBenchOn(b, false, true, CmdWrite, 64<<10, 8)
+}
+func BenchmarkServerCopiedWrite1MQD4(b *testing.B) { serverBenchOn(b, false, true, CmdWrite, 1<<20, 4) }

@@ -155,7 +155,7 @@ func (c *serverConn) serve() error {
 	case c.srv.inShutdown.Load():
 		return ErrServerClosed
 	}
-	c.log.Warn("nbd: connection failed", "err", err)
+	c.srv.logConnFailed(c.log, err)
 	return err
 }
 

@@ -297,16 +297,19 @@ func TestServerAbort(t *testing.T) {
 	}
 }
 
-// Connections beyond MaxConns are closed at accept; the others work.
+// Connections beyond MaxConns sessions are refused with a reason; the
+// others work, and a place freed is taken again.
 func TestServerMaxConns(t *testing.T) {
 	s := &Server{MaxConns: 2, Exports: []Export{{Backend: NewMemDisk(1 << 20)}}}
 	path := serverTestStart(t, s)
 	a, b := serverTestDial(t, path), serverTestDial(t, path)
-	a.read(18)
-	b.read(18)
+	a.negotiate("", false, false)
+	b.negotiate("", false, false)
+	serverWaitSessions(t, s, 2)
 	c := serverTestDial(t, path)
-	if got, _ := io.ReadAll(c.nc); len(got) != 0 {
-		t.Fatalf("third connection got %q", got)
+	c.hello(ClientFixedNewstyle)
+	if rs := c.opt(OptList, nil); rs[len(rs)-1].typ != RepErrShutdown {
+		t.Fatalf("third connection: %v, want ERR_SHUTDOWN", rs[len(rs)-1].typ)
 	}
 	a.nc.Close()
 	serverWaitConns(t, s, 1)

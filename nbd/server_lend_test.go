@@ -13,7 +13,14 @@ import (
 // serverCopiedDisk is a MemDisk the server does not recognise as one, so
 // its reads are copied into the slot's buffer (readStructured,
 // readSimple) instead of sent from the disk's memory (readLent).
-type serverCopiedDisk struct{ *MemDisk }
+type serverCopiedDisk struct {
+	*MemDisk
+	serverNotLender
+}
+
+// serverNotLender hides a MemDisk's Lend, GiveBack and TakePage: names
+// at the same depth of an embedding are ambiguous, so none is promoted.
+type serverNotLender struct{ Lend, GiveBack, TakePage struct{} }
 
 // Reads sent from a MemDisk's memory are the replies the copying path
 // sends for the same disk, byte for byte: simple and structured, with
@@ -23,7 +30,7 @@ func TestServerLentReadsMatchCopied(t *testing.T) {
 	size := int64(chunks*MemDiskChunkSize + 1000)
 	d := NewMemDisk(size)
 	lent := serverTestStart(t, &Server{Exports: []Export{{Backend: d}}})
-	copied := serverTestStart(t, &Server{Exports: []Export{{Backend: serverCopiedDisk{d}}}})
+	copied := serverTestStart(t, &Server{Exports: []Export{{Backend: serverCopiedDisk{MemDisk: d}}}})
 	type pair struct{ lent, copied *serverRawClient }
 	clients := map[bool]pair{}
 	for _, structured := range []bool{false, true} {

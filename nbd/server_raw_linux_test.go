@@ -1,14 +1,13 @@
 package nbd
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
 	"syscall"
 	"testing"
 
-	"pgregory.net/rapid"
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // serverTestSocketPair returns the two ends of a unix stream socket pair,
@@ -29,70 +28,16 @@ func serverTestSocketPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	return a, b
 }
 
-// The raw writer writes every piece whole and in order, whatever the
-// socket takes at a time: pieces empty and large, more of them than one
-// writev takes, a reader slower than the writer.
-func TestServerRawWriter(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		a, b := serverTestSocketPair(t)
-		defer a.Close()
-		defer b.Close()
-		rc, err := a.SyscallConn()
-		if err != nil {
-			rt.Fatal(err)
-		}
-		w := newServerRawWriter(rc, 4)
-		pieces := rapid.SampledFrom([]int{1, 2, 5, serverIovMax, serverIovMax + 1, 3 * serverIovMax / 2}).Draw(rt, "pieces")
-		var bufs [][]byte
-		var want []byte
-		for i := range pieces {
-			n := rapid.SampledFrom([]int{0, 1, 7, 4096, 5000, 70000}).Draw(rt, "size")
-			if len(want) > 256<<10 {
-				n = min(n, 7)
-			}
-			p := bytes.Repeat([]byte{byte(i), byte(i >> 8), 0xa5}, n)[:n]
-			bufs = append(bufs, p)
-			want = append(want, p...)
-		}
-		chunk := rapid.IntRange(1, 100000).Draw(rt, "read size")
-		got := make(chan []byte, 1)
-		go func() {
-			var out []byte
-			p := make([]byte, chunk)
-			for len(out) < len(want) {
-				n, err := b.Read(p[:min(chunk, len(want)-len(out))])
-				if err != nil {
-					break
-				}
-				out = append(out, p[:n]...)
-			}
-			got <- out
-		}()
-		if err := w.writev(bufs); err != nil {
-			rt.Fatalf("%d pieces, %d bytes: %v", pieces, len(want), err)
-		}
-		if out := <-got; !bytes.Equal(out, want) {
-			rt.Fatalf("%d pieces, %d bytes: the reader got %d bytes, not the same", pieces, len(want), len(out))
-		}
-		for _, v := range w.iov[:cap(w.iov)] {
-			if v.Base != nil {
-				rt.Fatal("the writer keeps a reference to a written buffer")
-			}
-		}
-	})
-}
-
 // A raw write to a socket whose peer is gone fails (EPIPE), and a raw
 // read from it reports the end.
 func TestServerRawPeerGone(t *testing.T) {
 	a, b := serverTestSocketPair(t)
 	b.Close()
-	rc, err := a.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newServerRawWriter(rc, 1)
-	if err := w.writev([][]byte{make([]byte, 100)}); !errors.Is(err, syscall.EPIPE) {
+	w := zerocopy.NewBatch(a)
+	var m zerocopy.Message
+	m.AppendBytes(make([]byte, 100))
+	w.Add(&m)
+	if _, err := w.Write(); !errors.Is(err, syscall.EPIPE) {
 		t.Fatalf("writev to a closed peer: %v, want EPIPE", err)
 	}
 	r := newServerSockReader(a, func() bool { return false }, func() {})

@@ -95,27 +95,30 @@ func TestServerShutdownKeepsAcknowledgedWrites(t *testing.T) {
 			defer wg.Done()
 			defer close(stop)
 			for {
-				var r [SimpleReplySize]byte
-				if _, err := io.ReadFull(c.nc, r[:]); err != nil {
+				cookie, e, err := serverTestWriteReply(c)
+				if err != nil {
 					c.nc.Close()
 					return
 				}
-				var rep SimpleReply
-				if err := rep.Parse(&r); err != nil || rep.Error != 0 {
-					t.Errorf("reply %+v: %v", rep, err)
+				// Writes the server had buffered when Shutdown began are
+				// refused, not acknowledged.
+				if e != 0 && e != ESHUTDOWN {
+					t.Errorf("reply to %d: %v", cookie, e)
 					return
 				}
 				pmu.Lock()
-				a, ok := pending[rep.Cookie]
-				delete(pending, rep.Cookie)
+				a, ok := pending[cookie]
+				delete(pending, cookie)
 				pmu.Unlock()
 				if !ok {
-					t.Errorf("reply for unknown cookie %d", rep.Cookie)
+					t.Errorf("reply for unknown cookie %d", cookie)
 					return
 				}
-				mu.Lock()
-				done = append(done, a)
-				mu.Unlock()
+				if e == 0 {
+					mu.Lock()
+					done = append(done, a)
+					mu.Unlock()
+				}
 				<-window
 			}
 		}()
@@ -202,4 +205,30 @@ func TestServerShutdownDuringHandshake(t *testing.T) {
 	if n, err := c.nc.Read(make([]byte, 1)); n != 0 || err == nil {
 		t.Fatalf("handshaking connection survived Shutdown: %d, %v", n, err)
 	}
+}
+
+// serverTestWriteReply reads the reply to a write, simple or (an error
+// after structured replies were negotiated) a structured ERROR chunk.
+func serverTestWriteReply(c *serverRawClient) (cookie uint64, e Errno, err error) {
+	var b [ChunkHeaderSize]byte
+	if _, err := io.ReadFull(c.nc, b[:SimpleReplySize]); err != nil {
+		return 0, 0, err
+	}
+	var rep SimpleReply
+	if rep.Parse((*[SimpleReplySize]byte)(b[:SimpleReplySize])) == nil {
+		return rep.Cookie, rep.Error, nil
+	}
+	if _, err := io.ReadFull(c.nc, b[SimpleReplySize:]); err != nil {
+		return 0, 0, err
+	}
+	var h ChunkHeader
+	if err := h.Parse(&b); err != nil {
+		return 0, 0, err
+	}
+	payload := make([]byte, h.Length)
+	if _, err := io.ReadFull(c.nc, payload); err != nil {
+		return 0, 0, err
+	}
+	ec, err := ParseErrorChunk(h.Type, payload)
+	return h.Cookie, ec.Error, err
 }

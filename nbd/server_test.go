@@ -358,6 +358,7 @@ func TestServerReplyGolden(t *testing.T) {
 // progress at once: a server that serves one request at a time deadlocks.
 type serverBarrierDisk struct {
 	*MemDisk
+	serverNotLender
 	n       int
 	arrived chan struct{}
 	mu      sync.Mutex
@@ -527,9 +528,11 @@ func TestServerMemDiskWholeChunkWrites(t *testing.T) {
 	}
 }
 
-// serverCountingDisk embeds a MemDisk and overrides WriteAt.
+// serverCountingDisk embeds a MemDisk, overrides WriteAt and hides the
+// MemDisk's PageTaker (and Lender), as Lender's doc asks of such a type.
 type serverCountingDisk struct {
 	*MemDisk
+	serverNotLender
 	writes atomic.Int64
 }
 
@@ -538,8 +541,8 @@ func (d *serverCountingDisk) WriteAt(p []byte, off int64) (int, error) {
 	return d.MemDisk.WriteAt(p, off)
 }
 
-// A type embedding a MemDisk gets every write through its own WriteAt:
-// only a bare MemDisk takes whole chunks by reference.
+// A type embedding a MemDisk that hides TakePage gets every write through
+// its own WriteAt: the server finds backends by interface, not by type.
 func TestServerEmbeddedMemDiskWriteAt(t *testing.T) {
 	d := &serverCountingDisk{MemDisk: NewMemDisk(1 << 20)}
 	path := serverTestStart(t, &Server{Exports: []Export{{Backend: d}}})

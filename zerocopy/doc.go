@@ -54,6 +54,13 @@
 //  5. A stage that receives a Message owns it; to pass the payload on, it
 //     passes the Message (or Joins it into another) and stops using it.
 //
+// # Batches
+//
+// A Batch writes several messages to one destination together, each whole
+// and in order: one writev(2) on a socket (raw on Linux, see Batch), one
+// Write of a flattened copy on any other writer. Package nbd's server
+// writes the replies finished at the same time that way.
+//
 // # Kernel paths
 //
 // A Sender writes to one destination connection by sendfile from regular

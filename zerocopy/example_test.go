@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nhdkit/nhd/zerocopy"
@@ -121,3 +122,30 @@ func ExampleAccounting() {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// A Batch writes several messages, each a header pushed into the headroom
+// of its payload's buffer, together: here, on a writer without writev, in
+// one Write.
+func ExampleBatch() {
+	pool := zerocopy.NewPool(64)
+	var out bytes.Buffer
+	batch := zerocopy.NewBatch(&out)
+	var msgs [2]zerocopy.Message
+	for i, payload := range []string{"first", "second"} {
+		m := &msgs[i]
+		m.Init(pool)
+		m.ReadFromN(strings.NewReader(payload), int64(len(payload)))
+		h, _ := m.Push(3)
+		copy(h, fmt.Sprintf("%d: ", i))
+		batch.Add(m)
+	}
+	n, err := batch.Write()
+	fmt.Println(n, err, strconv.Quote(out.String()))
+	for i := range msgs {
+		msgs[i].Release()
+	}
+	fmt.Println(pool.Stats().Outstanding, "buffers outstanding")
+	// Output:
+	// 17 <nil> "0: first1: second"
+	// 0 buffers outstanding
+}

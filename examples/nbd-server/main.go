@@ -7,7 +7,6 @@
 //	nbd-server -size 64M -unix /tmp/nbd.sock
 //	nbd-server -file disk.img -tcp 127.0.0.1:10809 -name disk -readonly
 //	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-require
-//	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-ca clients-ca.pem
 //
 // Clients reach it as nbd+unix:///NAME?socket=PATH or nbd://HOST:PORT/NAME
 // (nbdinfo, nbdcopy, qemu-img, fio --ioengine=nbd, nbd-client). It logs
@@ -42,108 +41,178 @@ func main() {
 	}
 }
 
+// config is what the command line says. Each flag is a field, registered
+// in register: a new flag is a field and a line there.
+type config struct {
+	size, file, unixPath, tcpAddr string
+	name, description             string
+	readOnly                      bool
+	tlsCert, tlsKey               string
+	tlsRequire                    bool
+	tlsCA                         string
+	maxInFlight, maxConns         int
+	maxHandshakes                 int
+	handshakeTimeout, idleTimeout time.Duration
+	maxPayload, bufferMemory      string
+	verbose                       bool
+	grace                         time.Duration
+}
+
+func (c *config) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.size, "size", "64M", "size of the memory disk (suffixes K, M, G, T: powers of 1024)")
+	fs.StringVar(&c.file, "file", "", "serve this file or block device instead of a memory disk")
+	fs.StringVar(&c.unixPath, "unix", "", "listen on this unix socket")
+	fs.StringVar(&c.tcpAddr, "tcp", "", "listen on this TCP address (HOST:PORT)")
+	fs.StringVar(&c.name, "name", "", "export name (\"\" is the default export)")
+	fs.StringVar(&c.description, "description", "", "export description")
+	fs.BoolVar(&c.readOnly, "readonly", false, "serve the export read-only")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate (PEM); enables STARTTLS")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key (PEM)")
+	fs.BoolVar(&c.tlsRequire, "tls-require", false, "refuse clients that do not start TLS")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "admit only clients with a certificate signed by a CA in this PEM file (implies -tls-require)")
+	fs.IntVar(&c.maxInFlight, "max-inflight", 0, "requests served at once per connection (0: default 16)")
+	fs.IntVar(&c.maxConns, "max-conns", 0, "sessions (connections past their handshake) served at once; more are refused with a reason (0: default 256)")
+	fs.IntVar(&c.maxHandshakes, "max-handshakes", 0, "connections in their handshake at once; a new one pushes out the oldest (0: default 128)")
+	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 0, "how long a connection may take to finish its handshake (0: default 30s)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 0, "close a session idle for this long (0: never)")
+	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 32M)")
+	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
+	fs.BoolVar(&c.verbose, "v", false, "log connections (debug level)")
+	fs.DurationVar(&c.grace, "shutdown-timeout", 30*time.Second, "how long a stop waits for requests in flight")
+}
+
+// parseArgs reads the command line into a config.
+func parseArgs(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("nbd-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if (c.unixPath == "") == (c.tcpAddr == "") {
+		return nil, errors.New("give exactly one of -unix PATH and -tcp HOST:PORT")
+	}
+	return &c, nil
+}
+
 // run serves until ctx ends or a signal arrives. ready, if not nil,
 // receives the listener's address once it accepts connections.
 func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- string) error {
-	fs := flag.NewFlagSet("nbd-server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		sizeFlag    = fs.String("size", "64M", "size of the memory disk (suffixes K, M, G, T: powers of 1024)")
-		file        = fs.String("file", "", "serve this file or block device instead of a memory disk")
-		unixPath    = fs.String("unix", "", "listen on this unix socket")
-		tcpAddr     = fs.String("tcp", "", "listen on this TCP address (HOST:PORT)")
-		name        = fs.String("name", "", "export name (\"\" is the default export)")
-		description = fs.String("description", "", "export description")
-		readOnly    = fs.Bool("readonly", false, "serve the export read-only")
-		tlsCert     = fs.String("tls-cert", "", "TLS certificate (PEM); enables STARTTLS")
-		tlsKey      = fs.String("tls-key", "", "TLS private key (PEM)")
-		tlsRequire  = fs.Bool("tls-require", false, "refuse clients that do not start TLS")
-		tlsCA       = fs.String("tls-ca", "", "admit only clients with a certificate signed by a CA in this PEM file (implies -tls-require)")
-		maxInFlight = fs.Int("max-inflight", 0, "requests served at once per connection (0: default 16)")
-		maxConns    = fs.Int("max-conns", 0, "connections served at once (0: default 256)")
-		maxPayload  = fs.String("max-payload", "0", "largest read or write payload (0: default 32M)")
-		verbose     = fs.Bool("v", false, "log connections (debug level)")
-		grace       = fs.Duration("shutdown-timeout", 30*time.Second, "how long a stop waits for requests in flight")
-	)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	if (*unixPath == "") == (*tcpAddr == "") {
-		return errors.New("give exactly one of -unix PATH and -tcp HOST:PORT")
-	}
-	var backend nbd.Backend
-	if *file != "" {
-		d, err := nbd.OpenFileDisk(*file, *readOnly)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		backend = d
-	} else {
-		n, err := parseSize(*sizeFlag)
-		if err != nil {
-			return fmt.Errorf("-size: %w", err)
-		}
-		backend = nbd.NewMemDisk(n)
-	}
-	mp, err := parseSize(*maxPayload)
-	if err != nil || mp > 1<<31 {
-		return fmt.Errorf("-max-payload %q: want a size up to 2G", *maxPayload)
-	}
-	srv := &nbd.Server{
-		Exports:     []nbd.Export{{Name: *name, Description: *description, Backend: backend, ReadOnly: *readOnly}},
-		MaxInFlight: *maxInFlight,
-		MaxConns:    *maxConns,
-		MaxPayload:  uint32(mp),
-		RequireTLS:  *tlsRequire || *tlsCA != "",
-		Logger:      log,
-	}
-	if *tlsCert != "" || *tlsKey != "" {
-		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-		if err != nil {
-			return fmt.Errorf("TLS: %w", err)
-		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	if *tlsCA != "" {
-		if srv.TLSConfig == nil {
-			return errors.New("-tls-ca needs -tls-cert and -tls-key")
-		}
-		pem, err := os.ReadFile(*tlsCA)
-		if err != nil {
-			return fmt.Errorf("-tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("-tls-ca %s: no PEM certificate", *tlsCA)
-		}
-		srv.TLSConfig.ClientCAs, srv.TLSConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-
-	var l net.Listener
-	if *unixPath != "" {
-		os.Remove(*unixPath) // a stale socket from an earlier run
-		l, err = net.Listen("unix", *unixPath)
-	} else {
-		l, err = net.Listen("tcp", *tcpAddr)
-	}
+	cfg, err := parseArgs(args, stderr)
 	if err != nil {
 		return err
 	}
-	if *unixPath != "" {
-		defer os.Remove(*unixPath)
+	level := slog.LevelInfo
+	if cfg.verbose {
+		level = slog.LevelDebug
 	}
-	log.Info("serving", "addr", l.Addr().String(), "export", *name, "size", backend.Size(), "readonly", *readOnly, "tls", srv.TLSConfig != nil)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	backend, closeBackend, err := cfg.backend()
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	srv, err := cfg.server(backend, log)
+	if err != nil {
+		return err
+	}
+	l, err := cfg.listen()
+	if err != nil {
+		return err
+	}
+	if cfg.unixPath != "" {
+		defer os.Remove(cfg.unixPath)
+	}
+	log.Info("serving", "addr", l.Addr().String(), "export", cfg.name, "size", backend.Size(), "readonly", cfg.readOnly, "tls", srv.TLSConfig != nil)
+	return serve(ctx, srv, l, cfg.grace, log, ready)
+}
 
+// backend opens the file or makes the memory disk.
+func (c *config) backend() (nbd.Backend, func(), error) {
+	if c.file != "" {
+		d, err := nbd.OpenFileDisk(c.file, c.readOnly)
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, func() { d.Close() }, nil
+	}
+	n, err := parseSize(c.size)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-size: %w", err)
+	}
+	return nbd.NewMemDisk(n), func() {}, nil
+}
+
+// server configures the nbd.Server of the backend.
+func (c *config) server(backend nbd.Backend, log *slog.Logger) (*nbd.Server, error) {
+	mp, err := parseSize(c.maxPayload)
+	if err != nil || mp > 1<<31 {
+		return nil, fmt.Errorf("-max-payload %q: want a size up to 2G", c.maxPayload)
+	}
+	bm, err := parseSize(c.bufferMemory)
+	if err != nil {
+		return nil, fmt.Errorf("-buffer-memory: %w", err)
+	}
+	srv := &nbd.Server{
+		Exports:          []nbd.Export{{Name: c.name, Description: c.description, Backend: backend, ReadOnly: c.readOnly}},
+		MaxInFlight:      c.maxInFlight,
+		MaxConns:         c.maxConns,
+		MaxHandshakes:    c.maxHandshakes,
+		HandshakeTimeout: c.handshakeTimeout,
+		IdleTimeout:      c.idleTimeout,
+		MaxPayload:       uint32(mp),
+		BufferMemory:     bm,
+		RequireTLS:       c.tlsRequire || c.tlsCA != "",
+		Logger:           log,
+	}
+	if c.tlsCert != "" || c.tlsKey != "" {
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("TLS: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if c.tlsCA != "" {
+		if err := requireClientCerts(srv, c.tlsCA); err != nil {
+			return nil, err
+		}
+	}
+	return srv, nil
+}
+
+// requireClientCerts admits only clients whose certificate a CA in the
+// PEM file at path signed.
+func requireClientCerts(srv *nbd.Server, path string) error {
+	if srv.TLSConfig == nil {
+		return errors.New("-tls-ca needs -tls-cert and -tls-key")
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("-tls-ca %s: no PEM certificate", path)
+	}
+	srv.TLSConfig.ClientCAs, srv.TLSConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	return nil
+}
+
+func (c *config) listen() (net.Listener, error) {
+	if c.unixPath != "" {
+		os.Remove(c.unixPath) // a stale socket from an earlier run
+		return net.Listen("unix", c.unixPath)
+	}
+	return net.Listen("tcp", c.tcpAddr)
+}
+
+// serve runs srv on l until it fails, ctx ends or a signal arrives, then
+// shuts it down, waiting at most grace for the requests in flight.
+func serve(ctx context.Context, srv *nbd.Server, l net.Listener, grace time.Duration, log *slog.Logger, ready chan<- string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	served := make(chan error, 1)
@@ -157,14 +226,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	case <-ctx.Done():
 	}
 	log.Info("stopping: finishing requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	if serr := <-served; !errors.Is(serr, nbd.ErrServerClosed) && err == nil {
 		err = serr
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		log.Info("stopped")
+	case errors.Is(err, context.DeadlineExceeded):
+		// Shutdown still flushed what it had acknowledged.
+		log.Warn("stopped after -shutdown-timeout: requests in flight abandoned, acknowledged writes flushed", "err", err)
 	}
 	return err
 }

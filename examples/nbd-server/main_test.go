@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,22 @@ func TestParseSize(t *testing.T) {
 		if _, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q) succeeded", in)
 		}
+	}
+}
+
+// The limits and timeouts on the command line reach the server.
+func TestFlagsReachServer(t *testing.T) {
+	cfg, err := parseArgs([]string{"-unix", "x", "-max-conns", "7", "-max-handshakes", "9", "-handshake-timeout", "3s",
+		"-idle-timeout", "1m", "-buffer-memory", "64M", "-max-payload", "1M"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := cfg.server(nbd.NewMemDisk(1<<20), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.MaxConns != 7 || srv.MaxHandshakes != 9 || srv.HandshakeTimeout != 3*time.Second ||
+		srv.IdleTimeout != time.Minute || srv.BufferMemory != 64<<20 || srv.MaxPayload != 1<<20 {
+		t.Fatalf("server %+v", srv)
 	}
 }

@@ -1,0 +1,109 @@
+package zerocopy
+
+import (
+	"io"
+	"net"
+	"syscall"
+)
+
+// Batch writes the bytes of several messages to one destination together,
+// each message whole and in order: on a socket with one writev(2) (more
+// only when the batch has more than 1024 fragments or the socket takes
+// part of it), on any other writer (a TLS connection, net.Pipe) with one
+// Write of a flattened copy. So every message leaves in one piece, and the
+// messages finished at the same time share a system call.
+//
+// On Linux, a destination that implements syscall.Conn (*net.TCPConn,
+// *net.UnixConn) is written with raw writev(2) calls on its non-blocking
+// descriptor through its RawConn: the network poller still parks the
+// goroutine while the socket is full, but the runtime's system call
+// bookkeeping is skipped (see batch_linux.go for why that matters to a
+// server that waits for its client between requests). A wrapper that
+// changes the bytes must therefore not expose SyscallConn.
+//
+// Add records views of a message's bytes; it does not take the message,
+// whose bytes must not change until Write returns; the caller releases or
+// reuses the messages afterwards. A Batch is not safe for concurrent use.
+// In steady state Add and Write allocate nothing.
+type Batch struct {
+	w    io.Writer
+	raw  *rawWriter // Linux, w a syscall.Conn: raw writev
+	sock bool       // w a syscall.Conn: net.Buffers writes it with writev
+	vec  [][]byte
+	n    int
+	nb   net.Buffers // vec, as WriteTo consumes it; kept here so it does not escape
+	flat []byte      // a flattened batch, for a writer without writev
+	acct *Accounting
+}
+
+// NewBatch returns an empty batch that writes to w.
+func NewBatch(w io.Writer) *Batch {
+	b := &Batch{w: w}
+	if sc, ok := w.(syscall.Conn); ok {
+		b.sock = true
+		if rc, err := sc.SyscallConn(); err == nil {
+			b.raw = newRawWriter(rc)
+		}
+	}
+	return b
+}
+
+// SetAccounting makes the batch record the bytes it writes (crossings) and
+// flattens (copies) into a; nil turns it off.
+func (b *Batch) SetAccounting(a *Accounting) { b.acct = a }
+
+// Add appends the bytes of m to the batch, after those added before.
+func (b *Batch) Add(m *Message) {
+	b.vec = m.Buffers(b.vec)
+	b.n += m.Len()
+}
+
+// Len returns the number of bytes in the batch.
+func (b *Batch) Len() int { return b.n }
+
+// Write writes the whole batch and empties it, also on error (the
+// destination is then unusable: how much of the batch it took is unknown).
+// It returns the bytes written.
+func (b *Batch) Write() (int64, error) {
+	defer b.reset()
+	switch {
+	case b.n == 0:
+		return 0, nil
+	case b.raw != nil:
+		n, err := b.raw.writev(b.vec)
+		b.acct.AddCrossing(n)
+		return n, err
+	case len(b.vec) == 1:
+		k, err := b.w.Write(b.vec[0])
+		if err == nil && k < len(b.vec[0]) {
+			err = io.ErrShortWrite
+		}
+		b.acct.AddCrossing(int64(k))
+		return int64(k), err
+	case b.sock:
+		b.nb = b.vec
+		n, err := b.nb.WriteTo(b.w)
+		b.nb = nil
+		b.acct.AddCrossing(n)
+		return n, err
+	}
+	flat := b.flat[:0]
+	for _, p := range b.vec {
+		flat = append(flat, p...)
+	}
+	b.flat = flat
+	b.acct.AddCopy(int64(len(flat)))
+	k, err := b.w.Write(flat)
+	if err == nil && k < len(flat) {
+		err = io.ErrShortWrite
+	}
+	b.acct.AddCrossing(int64(k))
+	return int64(k), err
+}
+
+// reset forgets the batch, keeping no view of any message alive.
+func (b *Batch) reset() {
+	clear(b.vec)
+	b.vec = b.vec[:0]
+	b.n = 0
+}
