@@ -19,6 +19,12 @@ import (
 // nothing and WriteZeroes writes zeroes (or fails with ENOTSUP under
 // FlagFastZero). It is safe for concurrent use; its size is fixed when it
 // is made. It does not own the file unless made by OpenFileDisk.
+//
+// FileDisk is not a Lender: its bytes live in the kernel's page cache,
+// which a process reaches only by copying (pread) or through a shared
+// mapping that a concurrent write could change under a reply being sent.
+// Its zero-copy path would be sendfile(2) or splice(2) from the file to the
+// socket, which the server does not take.
 type FileDisk struct {
 	f    *os.File
 	fd   int
