@@ -57,7 +57,9 @@ type Measurement struct {
 	// to the bare backend's times for whole commands and for chunks (those
 	// of a command in flight together, as the bridge makes them), per
 	// direction: what pipelining in chunks pays once per extra request.
-	// It is absent when Chunk is the command size.
+	// It is absent when Chunk is the command size, and for a direction
+	// whose fit is not physical (model.ErrNonPhysical: on a noisy machine
+	// the chunks can come out cheaper per byte than whole commands).
 	Request map[string]model.Cost `json:"nbd_request_cost"`
 }
 
