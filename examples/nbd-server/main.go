@@ -7,11 +7,29 @@
 //	nbd-server -size 64M -unix /tmp/nbd.sock
 //	nbd-server -file disk.img -tcp 127.0.0.1:10809 -name disk -readonly
 //	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-require
+//	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-ca ca.pem
 //
 // Clients reach it as nbd+unix:///NAME?socket=PATH or nbd://HOST:PORT/NAME
-// (nbdinfo, nbdcopy, qemu-img, fio --ioengine=nbd, nbd-client). It logs
-// with log/slog to stderr and stops cleanly on SIGINT or SIGTERM: it stops
-// accepting, finishes the requests in flight, flushes, and exits.
+// (nbdinfo, nbdcopy, qemu-img, fio --ioengine=nbd, nbd-client). With
+// -tls-ca it admits only clients whose certificate a CA in that PEM file
+// signed (it implies -tls-require); libnbd's clients present one from
+// nbds://...?tls-certificates=DIR, a directory holding ca-cert.pem,
+// client-cert.pem and client-key.pem.
+//
+// The limits are nbd.Server's, each 0 for its default: -max-conns bounds
+// the sessions (connections past their handshake; more are refused with
+// a reason), -max-handshakes the connections still in their handshake (a
+// new one pushes out the oldest), -handshake-timeout how long a handshake
+// may take, -idle-timeout how long a session may sit idle (default
+// never), -max-inflight the requests served at once per connection,
+// -max-payload the largest read or write, and -buffer-memory the memory
+// for request payloads and read replies of all connections together.
+//
+// It logs with log/slog to stderr (-v: every connection) and stops
+// cleanly on SIGINT or SIGTERM: it stops accepting, finishes the requests
+// in flight, flushes, and exits 0. If -shutdown-timeout runs out first, it
+// abandons the requests left, still flushes every write it acknowledged,
+// and exits 1.
 package main
 
 import (
