@@ -18,9 +18,11 @@ var (
 	_ dma.AsyncWriterAt = (*nbd.Client)(nil)
 )
 
-// eioDisk fails reads and writes of the byte at bad with EIO.
+// eioDisk fails reads and writes of the byte at bad with EIO. The disk is
+// embedded as a plain Backend so that the MemDisk's Lend and TakePage are
+// not promoted around ReadAt and WriteAt (see nbd.Lender).
 type eioDisk struct {
-	*nbd.MemDisk
+	nbd.Backend
 	bad int64
 }
 
@@ -30,14 +32,14 @@ func (d eioDisk) ReadAt(p []byte, off int64) (int, error) {
 	if d.hits(p, off) {
 		return 0, syscall.EIO
 	}
-	return d.MemDisk.ReadAt(p, off)
+	return d.Backend.ReadAt(p, off)
 }
 
 func (d eioDisk) WriteAt(p []byte, off int64) (int, error) {
 	if d.hits(p, off) {
 		return 0, syscall.EIO
 	}
-	return d.MemDisk.WriteAt(p, off)
+	return d.Backend.WriteAt(p, off)
 }
 
 // TestEngineNBDClient: an inline engine streams a 64 KiB transfer to and
@@ -45,9 +47,9 @@ func (d eioDisk) WriteAt(p []byte, off int64) (int, error) {
 // error in one chunk fails the transfer with the chunks before it moved.
 func TestEngineNBDClient(t *testing.T) {
 	const n = 64 << 10
-	disk := eioDisk{MemDisk: nbd.NewMemDisk(1 << 20), bad: 1<<20 - n + 40*dma.SectorSize}
+	disk := eioDisk{Backend: nbd.NewMemDisk(1 << 20), bad: 1<<20 - n + 40*dma.SectorSize}
 	// Data everywhere: a server sends a hole without reading it.
-	if _, err := disk.MemDisk.WriteAt(bytes.Repeat([]byte{1}, 1<<20), 0); err != nil {
+	if _, err := disk.Backend.WriteAt(bytes.Repeat([]byte{1}, 1<<20), 0); err != nil {
 		t.Fatal(err)
 	}
 	srv := nbdtest.Start(t, nbdtest.WithBackend(disk))

@@ -18,9 +18,11 @@ import (
 // Server is zero.
 const (
 	// DefaultMaxInFlight is how many requests of one connection the server
-	// works on at once (each holds one buffer of up to MaxPayload bytes).
+	// works on at once (their payload buffers come from the BufferMemory
+	// budget).
 	DefaultMaxInFlight = 16
-	// DefaultMaxConns is how many connections the server serves at once.
+	// DefaultMaxConns is how many sessions (connections past their
+	// handshake) the server serves at once.
 	DefaultMaxConns = 256
 	// DefaultHandshakeTimeout bounds the whole option haggling of a
 	// connection, TLS included.
