@@ -29,6 +29,14 @@ import (
 //	queued -> idle (its caller took it back: its context ended, or the
 //	          connection died)
 //
+// A batch never carries a WRITE payload after a READ or BLOCK_STATUS
+// request: a server that answers one request at a time (nbd-server) may
+// block sending that reply until it is read, and stop reading the payload,
+// while the caller who would read the reply waits for the batch's writev
+// to end. Requests without payloads never block a writev for long; a
+// payload alone or after other payloads only waits for the server to
+// read it.
+//
 // A write is cut by a write deadline when the context of its writer, or of
 // any caller whose request it is writing, ends. A request cut half-way
 // cannot be taken back: the connection is closed (ErrConnectionLost).
@@ -221,16 +229,24 @@ func (c *clientConn) flush(ctx context.Context, own *clientSlot) {
 		c.wmu.Unlock()
 		return
 	}
-	batch := append(c.wbatch[:0], c.wq...)
-	c.wq = c.wq[:0]
+	batch := c.wbatch[:0]
 	vec := c.wvec[:0]
-	for _, s := range batch {
+	replies := false
+	for _, s := range c.wq {
+		if replies && len(s.wbuf) > 0 {
+			// A payload after a request whose reply carries data: see the
+			// comment at the top.
+			break
+		}
 		s.wstate.Store(clientWTaken)
+		batch = append(batch, s)
 		vec = append(vec, s.hdr[:])
 		if len(s.wbuf) > 0 {
 			vec = append(vec, s.wbuf)
 		}
+		replies = replies || s.cmd == CmdRead || s.cmd == CmdBlockStatus
 	}
+	c.wq = c.wq[:copy(c.wq, c.wq[len(batch):])]
 	c.wmu.Unlock()
 	c.wbatch = batch
 	if len(batch) == 0 {
