@@ -141,7 +141,9 @@ type clientConn struct {
 	wbatch  []*clientSlot // the writer's: the requests it is writing
 	wvec    [][]byte      // the writer's: their headers and payloads
 	wnb     net.Buffers   // the writer's: wvec as writev consumes it
-	wkickMu sync.Mutex    // orders write deadline changes
+	wkickMu sync.Mutex    // guards writing, wkicked and write deadline changes
+	writing bool          // a writev is in progress
+	wkicked bool          // and was cut
 
 	dead   chan struct{}
 	failMu sync.Mutex

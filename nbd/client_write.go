@@ -168,8 +168,8 @@ func (c *clientConn) unqueue(ctx context.Context, s *clientSlot, err error) erro
 			}
 		}
 	}
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (the connection was closed: part of the request had gone out)", ctx.Err())
+	if ctx.Err() != nil && st == clientWTaken {
+		err = fmt.Errorf("%w (the connection was closed: part of the request may have gone out)", ctx.Err())
 	}
 	return c.unsend(s, err)
 }
@@ -201,16 +201,27 @@ func (c *clientConn) unsend(s *clientSlot, err error) error {
 	return err
 }
 
-// wkick cuts the writer's current or next write.
+// wkick cuts the write in progress, if there is one. A cut can never
+// outlive its write (setWriting clears it), so it cannot hit a later one,
+// which on a TLS connection would break it for good.
 func (c *clientConn) wkick() {
 	c.wkickMu.Lock()
-	_ = c.nc.SetWriteDeadline(time.Unix(1, 0))
+	if c.writing {
+		c.wkicked = true
+		_ = c.nc.SetWriteDeadline(time.Unix(1, 0))
+	}
 	c.wkickMu.Unlock()
 }
 
-func (c *clientConn) wunkick() {
+// setWriting marks the writer's writev as in progress or over, clearing
+// the deadline of a cut that came too late to matter.
+func (c *clientConn) setWriting(on bool) {
 	c.wkickMu.Lock()
-	_ = c.nc.SetWriteDeadline(time.Time{})
+	c.writing = on
+	if !on && c.wkicked {
+		c.wkicked = false
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
 	c.wkickMu.Unlock()
 }
 
@@ -252,6 +263,7 @@ func (c *clientConn) flush(ctx context.Context, own *clientSlot) {
 	if len(batch) == 0 {
 		return
 	}
+	c.setWriting(true)
 	var stop func() bool
 	var fired chan struct{}
 	if ctx.Done() != nil {
@@ -265,9 +277,7 @@ func (c *clientConn) flush(ctx context.Context, own *clientSlot) {
 	if stop != nil && !stop() {
 		<-fired
 	}
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		c.wunkick()
-	}
+	c.setWriting(false)
 	c.settleBatch(batch, written, err)
 	clear(c.wvec[:len(vec)])
 	clear(batch)
