@@ -326,3 +326,23 @@ func TestClientHandshakeTimeout(t *testing.T) {
 		return err
 	})
 }
+
+// A request queued behind a write the server does not read is taken back
+// at its caller's deadline, without waiting for that write.
+func TestClientDeadlineQueuedBehindWrite(t *testing.T) {
+	c := clientSocketScripted(t, func(p *clientPeer) {
+		p.handshake(clientDefaultScript())
+		p.read(RequestSize) // then stop reading
+		time.Sleep(2 * time.Second)
+	})
+	ctxA, cancelA := context.WithTimeout(context.Background(), time.Second)
+	defer cancelA()
+	ea := clientAsync(func() error { return c.Pwrite(ctxA, make([]byte, 1<<20), 0, 0) })
+	time.Sleep(50 * time.Millisecond) // A holds the write lock, blocked
+	clientWithin(t, 200*time.Millisecond, "a read queued behind a blocked write", func(ctx context.Context) error {
+		return c.Pread(ctx, make([]byte, 4096), 0, 0)
+	})
+	if err := clientWaitErr(t, ea); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the blocked write: %v", err)
+	}
+}
