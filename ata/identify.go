@@ -232,10 +232,16 @@ func (info DeviceInfo) Identify() Identify {
 // fill writes the IDENTIFY data for info with settings s into id.
 func (info *DeviceInfo) fill(id *Identify, s *settings) {
 	*id = Identify{}
-	def := DefaultGeometry(info.Sectors)
-	sw, mw, udma := info.dmaModes()
-	dma := sw|mw|udma != 0
+	info.fillIdentity(id, s)
+	info.fillTransfer(id, s)
+	info.fillFeatures(id, s)
+	id.Seal()
+}
 
+// fillIdentity writes the words that say what the device is and how big:
+// strings, geometry, capacities, sector sizes, the multiple count.
+func (info *DeviceInfo) fillIdentity(id *Identify, s *settings) {
+	def := DefaultGeometry(info.Sectors)
 	id[IDConfig] = 0x0040
 	id[IDCylinders] = def.Cylinders
 	id[IDSpecificConfig] = 0xC837
@@ -245,16 +251,6 @@ func (info *DeviceInfo) fill(id *Identify, s *settings) {
 	id.putString(IDFirmware, 8, info.Firmware)
 	id.putString(IDModel, 40, info.Model)
 	id[IDMaxMultiple] = 0x8000 | uint16(info.maxMultiple())
-	id[IDCapabilities] = 0x0E00 // IORDY, IORDY can be disabled, LBA
-	if dma {
-		id[IDCapabilities] |= 0x0100
-	}
-	id[IDCapabilities2] = 0x4000
-	id[IDPIOTiming] = 0x0200
-	id[IDFieldValid] = 0x0003
-	if udma != 0 {
-		id[IDFieldValid] |= 0x0004
-	}
 	g := s.geom
 	id[IDCurCylinders] = g.Cylinders
 	id[IDCurHeads] = uint16(g.Heads)
@@ -264,6 +260,36 @@ func (info *DeviceInfo) fill(id *Identify, s *settings) {
 	id[IDMultiple] = 0x0100 | uint16(s.multiple)
 	lba28 := uint32(min(info.Sectors, MaxLBA28))
 	id[IDLBA28Capacity], id[IDLBA28Capacity+1] = uint16(lba28), uint16(lba28>>16)
+	for i := 0; i < 4; i++ {
+		id[IDLBA48Capacity+i] = uint16(info.Sectors >> (16 * i))
+	}
+	l, p := info.logical(), info.physical()
+	w106 := uint16(0x4000)
+	if p > l {
+		w106 |= 0x2000 | uint16(bits.TrailingZeros(uint(p/l))&0xF)
+	}
+	if l > 512 {
+		w106 |= 0x1000
+		words := uint32(l / 2)
+		id[IDLogicalSize], id[IDLogicalSize+1] = uint16(words), uint16(words>>16)
+	}
+	id[IDSectorSize] = w106
+}
+
+// fillTransfer writes the capabilities and the PIO and DMA modes, the one
+// SET FEATURES selected marked.
+func (info *DeviceInfo) fillTransfer(id *Identify, s *settings) {
+	sw, mw, udma := info.dmaModes()
+	id[IDCapabilities] = 0x0E00 // IORDY, IORDY can be disabled, LBA
+	if sw|mw|udma != 0 {
+		id[IDCapabilities] |= 0x0100
+	}
+	id[IDCapabilities2] = 0x4000
+	id[IDPIOTiming] = 0x0200
+	id[IDFieldValid] = 0x0003
+	if udma != 0 {
+		id[IDFieldValid] |= 0x0004
+	}
 	id[IDSWDMA] = uint16(sw)
 	id[IDMWDMA] = uint16(mw)
 	id[IDUDMA] = uint16(udma)
@@ -282,6 +308,11 @@ func (info *DeviceInfo) fill(id *Identify, s *settings) {
 		id[IDMWDMACycleMin], id[IDMWDMACycleRec] = 120, 120
 	}
 	id[IDPIOCycleMin], id[IDPIOCycleIORDY] = 120, 120
+}
+
+// fillFeatures writes the versions and command sets supported and
+// enabled, TRIM and the rotation rate.
+func (info *DeviceInfo) fillFeatures(id *Identify, s *settings) {
 	id[IDMajorVersion] = 0x01F0 // ATA-4 .. ATA8-ACS
 	set1 := uint16(0x4008)      // NOP, power management
 	en1 := set1
@@ -295,26 +326,11 @@ func (info *DeviceInfo) fill(id *Identify, s *settings) {
 	id[IDCmdSet2], id[IDCmdEnabled2] = 0x7400, 0x3400
 	id[IDCmdSetExt], id[IDCmdEnabledExt] = 0x4040, 0x4040
 	id[IDHWReset] = 0x6001
-	for i := 0; i < 4; i++ {
-		id[IDLBA48Capacity+i] = uint16(info.Sectors >> (16 * i))
-	}
-	l, p := info.logical(), info.physical()
-	w106 := uint16(0x4000)
-	if p > l {
-		w106 |= 0x2000 | uint16(bits.TrailingZeros(uint(p/l))&0xF)
-	}
-	if l > 512 {
-		w106 |= 0x1000
-		words := uint32(l / 2)
-		id[IDLogicalSize], id[IDLogicalSize+1] = uint16(words), uint16(words>>16)
-	}
-	id[IDSectorSize] = w106
 	if info.TRIM {
 		id[IDDSM] = 0x0001
 		id[IDMaxDSMBlocks] = MaxDSMBlocks
 	}
 	id[IDRotationRate] = info.RotationRate
-	id.Seal()
 }
 
 // MaxDSMBlocks is the most 512-byte blocks of range entries a DATA SET

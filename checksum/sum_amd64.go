@@ -34,10 +34,9 @@ const (
 	avx2Min = 256
 	// ntMin is the copy length from which CopyAndChecksum stores around the
 	// cache. runtime.memmove does so from 1 MiB, but the fused loop keeps
-	// regular stores until source plus destination crowd the L3 cache:
-	// measured on a 2-vCPU EPYC (1 MiB L2, 32 MiB L3), regular stores are
-	// about twice as fast up to 6 MiB, even at 8 MiB, and NT stores about
-	// twice as fast from 12 MiB (see README.md).
+	// regular stores until source plus destination crowd the L3 cache, and
+	// switches where the two kinds of store tie. BenchmarkFusedStores
+	// measures both kinds at sizes around the switch.
 	ntMin = 8 << 20
 )
 
@@ -54,8 +53,9 @@ const (
 // (It inlines to one call, through a function value: of copyChecksumShort,
 // copy and the pure-Go sum, below avx2Min, and of copyChecksumLong, the fused
 // AVX2 copy, from there. Two direct calls would exceed the inlining budget,
-// and CopyAndChecksum was then one call level deeper than copy() followed by
-// Checksum, 0.77x to 0.93x as fast at 16 to 129 bytes.)
+// and CopyAndChecksum would then be one call level deeper than copy()
+// followed by Checksum, and slower than them on short buffers:
+// BenchmarkCopyPair compares the two.)
 func CopyAndChecksum(dst, src []byte, initial uint16) uint16 {
 	f := copyChecksumLong
 	if len(src) < avx2Min {

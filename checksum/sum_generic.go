@@ -26,6 +26,12 @@ func sumGeneric(b []byte) uint64 { return uint64(bits.ReverseBytes16(checksumGen
 // there). The loads go through
 // encoding/binary on an array pointer: one unaligned 64-bit load each where the
 // architecture has them, byte loads elsewhere, and no bounds checks.
+//
+// It is one function on purpose, and flat: the tail's three unrolled steps,
+// then one of two unrolled loops. A helper for the tail or for either loop
+// would be over the inlining budget, so it would be a call with a frame, and
+// the sums and the carry counter would cross it in memory instead of staying
+// in registers; the function would stop being a frameless leaf.
 func checksumGeneric(b []byte, init uint64) uint16 {
 	// Everything is addressed by pointer and index, never through a
 	// re-sliced b, both chains share one carry counter, and the tail is
@@ -145,8 +151,9 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 
 // shortLoopMax is the largest whole-round length checksumGeneric sums with its
 // short-buffer loop (one carry chain over three sums, run backward); longer
-// buffers take the two-chain loop, which measured 5% faster from 16 KiB and
-// 3% to 5% slower at 1500 bytes.
+// buffers take the two-chain loop, which is the faster of the two on long
+// buffers and the slower on packet-sized ones (BenchmarkChecksumGeneric at
+// 1500 B and 64 KiB, or the gVisor comparison in docs/bench).
 const shortLoopMax = 8 << 10
 
 // copyRegMax is the longest copy copyChecksumShort does through registers;

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nhdkit/nhd/internal/spin"
 )
 
 // DefaultBlockSize is the block size New uses when Config.BlockSize is 0: one
@@ -127,47 +128,9 @@ type Stats struct {
 // side, yielding the processor) before it parks, when Config.Spin is 0:
 // about what parking and waking a goroutine costs, so a wait costs at most
 // about twice the best choice. Longer spins pay on idle cores and hurt on a
-// machine whose cores are busy with other work.
-const DefaultSpin = 5 * time.Microsecond
-
-// spinChecks is how often a waiting side re-checks the other side's index
-// before it starts yielding. On a machine with a core per side the other
-// side usually answers within the spin, which is far cheaper than parking
-// and waking a goroutine (microseconds, more on a busy machine).
-const spinChecks = 64
-
-// spinner paces a waiting side: tight checks, then yields until the spin
-// time is up, then park.
-type spinner struct {
-	i        int
-	spin     time.Duration
-	deadline time.Time
-}
-
-// more reports whether to check again (after a yield, past the tight
-// checks) rather than park.
-func (s *spinner) more() bool {
-	s.i++
-	if s.i < spinChecks {
-		return true
-	}
-	if s.spin <= 0 {
-		return false
-	}
-	if s.i&7 == 0 {
-		now := time.Now()
-		if s.deadline.IsZero() {
-			s.deadline = now.Add(s.spin)
-		} else if now.After(s.deadline) {
-			return false
-		}
-	}
-	runtime.Gosched()
-	return true
-}
-
-// reset starts a new spin, after a wake-up.
-func (s *spinner) reset() { s.i, s.deadline = 0, time.Time{} }
+// machine whose cores are busy with other work. BenchmarkHandoff measures
+// the choices.
+const DefaultSpin = spin.FIFO
 
 type pad [64]byte
 
@@ -209,25 +172,23 @@ type FIFO struct {
 	spin   time.Duration
 	low    int64
 	high   int64
-	pWake  chan struct{}
-	cWake  chan struct{}
 
 	_    pad
 	tail atomic.Uint64 // blocks committed, written by the producer
 	_    pad
 	head atomic.Uint64 // blocks released, written by the consumer
 	_    pad
-	// pWait is the head the parked producer waits for; 0 when it is not
-	// parked. The consumer reads it on every release, so it has a line of
-	// its own that stays shared in both caches.
-	pWait atomic.Uint64
-	_     pad
-	cWait atomic.Uint64 // the tail the parked consumer waits for
-	_     pad
-	p     producer
-	_     pad
-	c     consumer
-	_     pad
+	// room parks the producer until the head reaches what it waits for.
+	// The consumer reads it on every release, so it has a line of its own
+	// that stays shared in both caches.
+	room spin.Gate
+	_    pad
+	data spin.Gate // parks the consumer until the tail reaches its target
+	_    pad
+	p    producer
+	_    pad
+	c    consumer
+	_    pad
 	// level is the fill level for the watermarks shifted left by one, with
 	// the mark side in bit 0 (1: above the high mark, waiting for low).
 	level atomic.Int64
@@ -271,8 +232,8 @@ func New(c Config) (*FIFO, error) {
 		spin:   c.Spin,
 		low:    int64(c.Low),
 		high:   int64(c.High),
-		pWake:  make(chan struct{}, 1),
-		cWake:  make(chan struct{}, 1),
+		room:   spin.NewGate(),
+		data:   spin.NewGate(),
 	}
 	return f, nil
 }
@@ -312,8 +273,8 @@ func (f *FIFO) Stats() Stats {
 func (f *FIFO) Reset() {
 	f.tail.Store(0)
 	f.head.Store(0)
-	f.pWait.Store(0)
-	f.cWait.Store(0)
+	f.room.Reset()
+	f.data.Reset()
 	f.level.Store(0)
 	f.p.tail, f.p.headCache, f.p.idx, f.p.reserved = 0, 0, 0, 0
 	f.p.stalls.Store(0)
@@ -325,14 +286,6 @@ func (f *FIFO) Reset() {
 	f.closeErr = nil
 	f.closed.Store(false)
 	f.closeMu.Unlock()
-	select {
-	case <-f.pWake:
-	default:
-	}
-	select {
-	case <-f.cWake:
-	default:
-	}
 }
 
 // Close closes the FIFO: the producer's Reserve and Commit fail with
@@ -354,15 +307,8 @@ func (f *FIFO) CloseWithError(err error) {
 	f.closeErr = err
 	f.closed.Store(true)
 	f.closeMu.Unlock()
-	wake(f.pWake)
-	wake(f.cWake)
-}
-
-func wake(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+	f.room.Kick()
+	f.data.Kick()
 }
 
 // producerErr is the error for the producer once closed.
@@ -465,7 +411,8 @@ func (f *FIFO) TryReserveN(n int) ([]byte, error) {
 func (f *FIFO) waitRoom(ctx context.Context, need uint64) error {
 	f.p.stalls.Add(1)
 	target := f.p.tail + need - f.cap // the head that frees need blocks
-	sp := spinner{spin: f.spin}
+	sp := spin.NewPacer(f.spin)
+	ready := func() bool { return f.head.Load() >= target || f.closed.Load() }
 	for {
 		f.p.headCache = f.head.Load()
 		if f.p.headCache >= target {
@@ -474,21 +421,13 @@ func (f *FIFO) waitRoom(ctx context.Context, need uint64) error {
 		if f.closed.Load() {
 			return f.producerErr()
 		}
-		if sp.more() {
+		if sp.More() {
 			continue
 		}
-		f.pWait.Store(target)
-		if f.head.Load() >= target || f.closed.Load() {
-			f.pWait.Store(0)
-			continue
-		}
-		select {
-		case <-f.pWake:
-		case <-ctx.Done():
-			f.pWait.Store(0)
+		if !f.room.Park(target, ready, ctx.Done()) {
 			return ctx.Err()
 		}
-		sp.reset()
+		sp.Reset()
 	}
 }
 
@@ -518,9 +457,7 @@ func (f *FIFO) Commit(n int) error {
 		f.p.idx = 0
 	}
 	f.tail.Store(f.p.tail)
-	if w := f.cWait.Load(); w != 0 && f.p.tail >= w && f.cWait.CompareAndSwap(w, 0) {
-		wake(f.cWake)
-	}
+	f.data.Wake(f.p.tail)
 	if fire {
 		f.p.highs.Add(1)
 		f.notify(MarkHigh)
@@ -609,7 +546,8 @@ func (f *FIFO) TryPeekN(n int) ([]byte, error) {
 func (f *FIFO) waitData(ctx context.Context, need uint64) (uint64, error) {
 	target := f.c.head + need
 	stalled := false
-	sp := spinner{spin: f.spin}
+	sp := spin.NewPacer(f.spin)
+	ready := func() bool { return f.tail.Load() >= target || f.closed.Load() }
 	for {
 		// Load closed before tail: a producer commits before it closes, so
 		// a closed FIFO seen here has all its blocks visible below.
@@ -628,21 +566,13 @@ func (f *FIFO) waitData(ctx context.Context, need uint64) (uint64, error) {
 			stalled = true
 			f.c.stalls.Add(1)
 		}
-		if sp.more() {
+		if sp.More() {
 			continue
 		}
-		f.cWait.Store(target)
-		if f.tail.Load() >= target || f.closed.Load() {
-			f.cWait.Store(0)
-			continue
-		}
-		select {
-		case <-f.cWake:
-		case <-ctx.Done():
-			f.cWait.Store(0)
+		if !f.data.Park(target, ready, ctx.Done()) {
 			return 0, ctx.Err()
 		}
-		sp.reset()
+		sp.Reset()
 	}
 }
 
@@ -667,9 +597,7 @@ func (f *FIFO) Release(n int) error {
 		f.c.idx = 0
 	}
 	f.head.Store(f.c.head)
-	if w := f.pWait.Load(); w != 0 && f.c.head >= w && f.pWait.CompareAndSwap(w, 0) {
-		wake(f.pWake)
-	}
+	f.room.Wake(f.c.head)
 	if fire {
 		f.c.lows.Add(1)
 		f.notify(MarkLow)

@@ -3,7 +3,11 @@ package nbd
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -56,7 +60,9 @@ func WithExportName(name string) Option {
 // WithTLS requires TLS, negotiated with NBD_OPT_STARTTLS as the first
 // option, using a clone of cfg (crypto/tls, X.509 only: Go's crypto/tls has
 // no external pre-shared keys, so servers configured only for PSK cannot be
-// reached). If the server cannot provide TLS the handshake fails with
+// reached). The client presents cfg.Certificates to a server that asks
+// for a client certificate (LoadTLSCertificates reads them from libnbd's
+// directory layout). If the server cannot provide TLS the handshake fails with
 // ErrTLSUnavailable; there is no fallback to plaintext. It overrides the
 // TLS settings of a URI.
 func WithTLS(cfg *tls.Config) Option {
@@ -66,6 +72,37 @@ func WithTLS(cfg *tls.Config) Option {
 		}
 		c.tls = cfg.Clone()
 	}
+}
+
+// LoadTLSCertificates reads a directory laid out as libnbd's
+// tls-certificates (the parameter of an nbds URI, as nbdinfo and nbdcopy
+// take it) into a configuration for WithTLS: ca-cert.pem holds the CAs
+// that sign the server's certificate (required), and client-cert.pem with
+// client-key.pem, when present, the certificate the client presents to a
+// server that asks for one (a server requiring client certificates
+// refuses a client without). The result verifies the server's name: set
+// its ServerName to the name in the server's certificate. An nbds URI's
+// tls-certificates parameter is read the same way by Dial.
+func LoadTLSCertificates(dir string) (*tls.Config, error) {
+	caFile := filepath.Join(dir, "ca-cert.pem")
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("nbd: tls-certificates: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("nbd: tls-certificates: no certificate in %s", caFile)
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	certFile, keyFile := filepath.Join(dir, "client-cert.pem"), filepath.Join(dir, "client-key.pem")
+	if _, err := os.Stat(certFile); err == nil {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nbd: tls-certificates: client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 // WithMetaContexts chooses the metadata contexts to negotiate with

@@ -320,7 +320,7 @@ func (c *clientConn) holeChunk(s *clientSlot, n uint32) (reqErr, err error) {
 func (c *clientConn) readBody(ctx context.Context) error {
 	b := &c.body
 	for len(b.dst) > 0 || b.skip > 0 {
-		c.claim()
+		c.claimBuf()
 		var n int
 		var err error
 		if len(b.dst) > 0 {
@@ -355,10 +355,10 @@ func (c *clientConn) readBody(ctx context.Context) error {
 	return c.finish()
 }
 
-// claim makes sure the reader may go on writing into the caller's buffer:
+// claimBuf makes sure the reader may go on writing into the caller's buffer:
 // it holds s.mu and the caller has not given up. Otherwise what is left of
 // the data is discarded instead.
-func (c *clientConn) claim() {
+func (c *clientConn) claimBuf() {
 	b := &c.body
 	if !b.inBuf {
 		return

@@ -24,6 +24,9 @@ type FileDisk struct {
 	fd   int
 	size int64
 	own  bool
+	// seek is lseek(2), a seam for tests that count what BlockStatus
+	// costs; nil means unix.Seek.
+	seek func(fd int, offset int64, whence int) (int64, error)
 }
 
 // NewFileDisk serves f, whose size (or block device size) is read now.
@@ -170,46 +173,64 @@ func (d *FileDisk) WriteZeroes(ctx context.Context, off, length int64, flags Cmd
 	return nil
 }
 
+// fileDiskMaxExtents bounds the extents one FileDisk.BlockStatus call
+// appends: on a fragmented file it describes fewer bytes than asked (as
+// BlockStatuser allows) rather than walking every extent of the range.
+const fileDiskMaxExtents = serverMaxExtents
+
 // BlockStatus appends extents for [off, off+length) found with SEEK_DATA
-// and SEEK_HOLE: holes as ExtentHole|ExtentZero, data as 0. Where the
-// file system cannot tell, all of it is data.
+// and SEEK_HOLE: holes as ExtentHole|ExtentZero, data as 0. It appends
+// at most 4096 extents, the most one block status reply of the server
+// holds: on a fragmented file they cover less than length, and the call
+// costs at most about one seek per extent whatever the file's
+// fragmentation. Where the file system cannot tell, all of it is data.
 func (d *FileDisk) BlockStatus(ctx context.Context, off, length int64, dst []Extent) ([]Extent, error) {
 	if !d.inRange(off, length) {
 		return dst, fmt.Errorf("nbd: FileDisk block status past its end: %w", syscall.EINVAL)
 	}
-	end := off + length
-	add := func(n int64, f ExtentFlags) {
-		for n > 0 {
-			k := min(n, 1<<30)
+	seek := d.seek
+	if seek == nil {
+		seek = unix.Seek
+	}
+	start, end := len(dst), off+length
+	// add appends [off, to) as extents of at most 1 GiB and moves off; it
+	// reports false once the budget is spent.
+	add := func(to int64, f ExtentFlags) bool {
+		for off < to {
+			if len(dst)-start == fileDiskMaxExtents {
+				return false
+			}
+			k := min(to-off, 1<<30)
 			dst = append(dst, Extent{Length: uint32(k), Flags: f})
-			n -= k
+			off += k
 		}
+		return len(dst)-start < fileDiskMaxExtents
 	}
 	for off < end {
-		data, err := unix.Seek(d.fd, off, unix.SEEK_DATA)
+		data, err := seek(d.fd, off, unix.SEEK_DATA)
 		switch {
 		case err == unix.ENXIO:
 			// No data from off to the end of the file.
-			add(end-off, ExtentHole|ExtentZero)
+			add(end, ExtentHole|ExtentZero)
 			return dst, nil
 		case err != nil:
-			if len(dst) == 0 {
-				add(end-off, 0) // cannot tell: data
+			if len(dst) == start {
+				add(end, 0) // cannot tell: data
 			}
 			return dst, nil
 		}
-		if data > off {
-			add(min(data, end)-off, ExtentHole|ExtentZero)
-			off = min(data, end)
-			continue
-		}
-		hole, err := unix.Seek(d.fd, off, unix.SEEK_HOLE)
-		if err != nil || hole <= off {
-			add(end-off, 0)
+		if data > off && !add(min(data, end), ExtentHole|ExtentZero) || off >= end {
 			return dst, nil
 		}
-		add(min(hole, end)-off, 0)
-		off = min(hole, end)
+		// off is at data: its end is the next hole.
+		hole, err := seek(d.fd, off, unix.SEEK_HOLE)
+		if err != nil || hole <= off {
+			add(end, 0)
+			return dst, nil
+		}
+		if !add(min(hole, end), 0) {
+			return dst, nil
+		}
 	}
 	return dst, nil
 }

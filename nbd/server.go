@@ -117,6 +117,17 @@ type Server struct {
 	Exports []Export
 
 	// TLSConfig enables NBD_OPT_STARTTLS when not nil.
+	//
+	// Client certificates are crypto/tls's: to admit only clients whose
+	// certificate a CA signed, set ClientAuth to
+	// tls.RequireAndVerifyClientCert and ClientCAs to a pool holding the
+	// CA (examples/nbd-server's -tls-ca), and set RequireTLS, since a
+	// client that never starts TLS never shows a certificate. Serve
+	// refuses a TLSConfig that requires client certificates without
+	// RequireTLS, and one that verifies them without ClientCAs (they
+	// would be checked against the system's roots); a GetConfigForClient
+	// is trusted as it is. A client that fails the check fails the TLS
+	// handshake and is disconnected before any option is answered.
 	TLSConfig *tls.Config
 	// RequireTLS refuses every option but STARTTLS and ABORT with
 	// NBD_REP_ERR_TLS_REQD until TLS is up (proto.md's FORCEDTLS mode).
@@ -186,6 +197,9 @@ func (s *Server) init() error {
 func (s *Server) resolveExports() error {
 	if s.RequireTLS && s.TLSConfig == nil {
 		return errors.New("nbd: Server.RequireTLS set without a TLSConfig")
+	}
+	if err := s.checkClientAuth(); err != nil {
+		return err
 	}
 	maxPayload := s.MaxPayload
 	if maxPayload == 0 {
@@ -419,8 +433,10 @@ func (s *Server) untrackConn(c *serverConn) {
 	s.mu.Unlock()
 }
 
-// Shutdown stops the server gracefully: it closes the listeners, drops
-// connections still haggling options, stops reading new requests, lets
+// Shutdown stops the server gracefully: it closes the listeners, answers
+// the next options of connections still haggling with
+// NBD_REP_ERR_SHUTDOWN and drops them within a second, stops reading new
+// requests, lets
 // every request already read finish and be answered, closes the
 // connections, and then flushes every export whose Backend is a Flusher,
 // so that no write the server acknowledged is lost. If ctx ends first,

@@ -40,9 +40,12 @@ type serverConn struct {
 	log *slog.Logger
 	ctx context.Context
 
-	cmu   sync.Mutex // guards netc and state
+	cmu   sync.Mutex // guards netc, state, hsDeadline and stopAt
 	netc  net.Conn   // the connection; a *tls.Conn after STARTTLS
 	state serverConnState
+	// hsDeadline ends the handshake; stopAt, once Shutdown has begun,
+	// ends it sooner.
+	hsDeadline, stopAt time.Time
 
 	// Negotiated in the handshake; fixed during transmission.
 	fixed      bool
@@ -84,18 +87,36 @@ func (c *serverConn) nc() net.Conn {
 	return c.netc
 }
 
-// stopReading is Shutdown's request: a connection still haggling is
-// dropped; one in transmission stops reading requests and finishes those
-// it has.
+// serverShutdownOptionGrace is how long a connection still haggling
+// options may go on once Shutdown has begun: long enough for a client to
+// send its next option, read NBD_REP_ERR_SHUTDOWN and abort, short enough
+// that a silent one does not hold up Shutdown.
+const serverShutdownOptionGrace = time.Second
+
+// stopReading is Shutdown's request: a connection still haggling gets
+// NBD_REP_ERR_SHUTDOWN for its next options and is dropped after
+// serverShutdownOptionGrace; one in transmission stops reading requests
+// and finishes those it has.
 func (c *serverConn) stopReading() {
 	c.cmu.Lock()
 	defer c.cmu.Unlock()
 	switch c.state {
 	case serverStateHandshake:
-		c.netc.Close()
+		c.stopAt = time.Now().Add(serverShutdownOptionGrace)
+		if !c.hsDeadline.IsZero() {
+			c.netc.SetDeadline(c.handshakeDeadline())
+		}
 	case serverStateTransmission:
 		c.netc.SetReadDeadline(time.Now())
 	}
+}
+
+// handshakeDeadline is the earlier of hsDeadline and stopAt; c.cmu held.
+func (c *serverConn) handshakeDeadline() time.Time {
+	if !c.stopAt.IsZero() && c.stopAt.Before(c.hsDeadline) {
+		return c.stopAt
+	}
+	return c.hsDeadline
 }
 
 // enterTransmission switches the state, unless the server is shutting
@@ -143,7 +164,10 @@ func (c *serverConn) serve() error {
 // NBD_OPT_EXPORT_NAME. It returns nil when transmission may begin.
 func (c *serverConn) handshake() error {
 	nc := c.netc
-	nc.SetDeadline(time.Now().Add(c.srv.handshakeTimeout()))
+	c.cmu.Lock()
+	c.hsDeadline = time.Now().Add(c.srv.handshakeTimeout())
+	nc.SetDeadline(c.handshakeDeadline())
+	c.cmu.Unlock()
 	var hello [18]byte
 	binary.BigEndian.PutUint64(hello[0:], MagicNBD)
 	binary.BigEndian.PutUint64(hello[8:], MagicIHaveOpt)
@@ -205,6 +229,9 @@ func (c *serverConn) option(h OptionHeader) (done bool, err error) {
 		// Plain newstyle knows only EXPORT_NAME; an old server hangs up.
 		return false, &ProtocolError{Msg: "option " + h.Option.String() + " without fixed newstyle"}
 	}
+	if c.srv.inShutdown.Load() {
+		return c.optShuttingDown(h)
+	}
 	if c.srv.RequireTLS && !c.tlsUp {
 		switch h.Option {
 		case OptStartTLS, OptAbort:
@@ -239,6 +266,21 @@ func (c *serverConn) option(h OptionHeader) (done bool, err error) {
 		return false, c.optMetaContext(h, data)
 	}
 	return false, c.reply(h.Option, RepErrUnsup, "")
+}
+
+// optShuttingDown answers an option received once Shutdown has begun.
+// proto.md: the server "SHOULD error further options received (other
+// than an NBD_OPT_ABORT) with NBD_REP_ERR_SHUTDOWN", and the client MUST
+// then abort. EXPORT_NAME cannot be answered with an error: hang up.
+func (c *serverConn) optShuttingDown(h OptionHeader) (bool, error) {
+	switch h.Option {
+	case OptAbort:
+		c.reply(h.Option, RepAck, "")
+		return false, errServerHangUp
+	case OptExportName:
+		return false, fmt.Errorf("nbd: NBD_OPT_EXPORT_NAME while shutting down: %w", errServerHangUp)
+	}
+	return false, c.reply(h.Option, RepErrShutdown, "server shutting down")
 }
 
 // reply sends an option reply with a message (for errors) or no data.
@@ -326,8 +368,29 @@ func (c *serverConn) optStartTLS(h OptionHeader, data []byte) error {
 	c.netc = tc
 	c.cmu.Unlock()
 	c.tlsUp = true
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		c.log.Debug("nbd: TLS up with a client certificate", "subject", certs[0].Subject.String())
+	}
 	// proto.md: "the server MUST NOT preserve any negotiation state".
 	c.structured, c.metaSet, c.metaExport = false, false, ""
+	return nil
+}
+
+// checkClientAuth refuses a TLSConfig whose client certificate check
+// could be bypassed or would trust the wrong CAs (see Server.TLSConfig).
+func (s *Server) checkClientAuth() error {
+	cfg := s.TLSConfig
+	if cfg == nil || cfg.GetConfigForClient != nil {
+		return nil
+	}
+	requires := cfg.ClientAuth == tls.RequireAnyClientCert || cfg.ClientAuth == tls.RequireAndVerifyClientCert
+	if requires && !s.RequireTLS {
+		return errors.New("nbd: Server.TLSConfig requires client certificates but RequireTLS is false: a client that skips STARTTLS would be served without one")
+	}
+	verifies := cfg.ClientAuth == tls.VerifyClientCertIfGiven || cfg.ClientAuth == tls.RequireAndVerifyClientCert
+	if verifies && cfg.ClientCAs == nil {
+		return errors.New("nbd: Server.TLSConfig verifies client certificates but has no ClientCAs: they would be checked against the system's roots")
+	}
 	return nil
 }
 
@@ -345,18 +408,28 @@ func (c *serverConn) optInfo(h OptionHeader, data []byte) (bool, error) {
 	if err := c.replyData(h.Option, RepInfo, b); err != nil {
 		return false, err
 	}
+	// Each info type is answered once however often it is asked for, so
+	// an option's replies are bounded whatever its data: EXPORT, NAME,
+	// DESCRIPTION, BLOCK_SIZE and ACK at most.
+	var name, desc bool
 	for _, t := range req.Requests {
 		switch t {
 		case InfoName:
-			b = AppendInfoString(b[:0], InfoName, x.Name)
+			name = true
 		case InfoDescription:
-			if x.Description == "" {
-				continue
-			}
-			b = AppendInfoString(b[:0], InfoDescription, x.Description)
-		default:
-			continue // proto.md: unknown requests MUST be ignored
+			desc = x.Description != ""
 		}
+		// proto.md: unknown requests MUST be ignored; EXPORT and
+		// BLOCK_SIZE are sent anyway.
+	}
+	if name {
+		b = AppendInfoString(b[:0], InfoName, x.Name)
+		if err := c.replyData(h.Option, RepInfo, b); err != nil {
+			return false, err
+		}
+	}
+	if desc {
+		b = AppendInfoString(b[:0], InfoDescription, x.Description)
 		if err := c.replyData(h.Option, RepInfo, b); err != nil {
 			return false, err
 		}

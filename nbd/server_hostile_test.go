@@ -197,6 +197,9 @@ func FuzzServerSession(f *testing.F) {
 		if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
 			t.Fatalf("session allocated %d bytes", grew)
 		}
+		// And nothing of it stays resident: run for minutes under
+		// -fuzz, a leak per session shows here.
+		serverCheckRSS(t, serverFuzzRSSLimit)
 	})
 }
 

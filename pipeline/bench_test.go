@@ -4,7 +4,6 @@ import (
 	"context"
 	"hash/crc32"
 	"io"
-	"runtime"
 	"testing"
 )
 
@@ -37,63 +36,16 @@ func (d *discard) Consume(ctx context.Context, b []byte) error {
 	return nil
 }
 
-func benchLinks() []struct {
-	name string
-	mk   func(tb testing.TB) Link
-} {
-	return []struct {
-		name string
-		mk   func(tb testing.TB) Link
-	}{
-		{"inline", func(testing.TB) Link { return Inline() }},
-		{"ring", func(testing.TB) Link { return Ring(1024) }},
-		{"chan", func(testing.TB) Link { return Chan(1024) }},
-		{"fifo", func(tb testing.TB) Link { return FIFO(newTestFIFO(tb, 1024, 512)) }},
-	}
-}
-
-// sectorPipeline is source -> touch -> touch -> sink on 512-byte sectors,
-// every link of the kind mk makes.
-func sectorPipeline(tb testing.TB, src Source[[]byte], mk func(testing.TB) Link, sink Sink[[]byte]) *Pipeline {
+// sectorPipeline is source -> touch -> touch -> sink on 512-byte sectors.
+func sectorPipeline(tb testing.TB, src Source[[]byte], sink Sink[[]byte]) *Pipeline {
 	size := func(b []byte) int { return len(b) }
-	l := Then(From("src", src).Size(size), mk(tb), "a", Stage[[]byte, []byte](&touch{})).Size(size)
-	l = Then(l, mk(tb), "b", Stage[[]byte, []byte](&touch{})).Size(size)
-	p, err := l.To(mk(tb), "sink", sink)
+	l := Then(From("src", src).Size(size), "a", Stage[[]byte, []byte](&touch{})).Size(size)
+	l = Then(l, "b", Stage[[]byte, []byte](&touch{})).Size(size)
+	p, err := l.To("sink", sink)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return p
-}
-
-// parallelPipeline is source -> touch on workers goroutines -> sink.
-func parallelPipeline(tb testing.TB, src Source[[]byte], workers int, sink Sink[[]byte]) *Pipeline {
-	size := func(b []byte) int { return len(b) }
-	l := Parallel(From("src", src).Size(size), 256, "touch", workers, func(int) Stage[[]byte, []byte] { return &touch{} })
-	p, err := l.Size(size).To(Ring(256), "sink", sink)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
-
-// BenchmarkParallelUnit is the cost per unit through a Parallel stage of 2
-// workers (rings of 256 on either side), instrumentation off and on.
-func BenchmarkParallelUnit(b *testing.B) {
-	for _, inst := range []bool{false, true} {
-		name := "off"
-		if inst {
-			name = "on"
-		}
-		b.Run(name, func(b *testing.B) {
-			p := parallelPipeline(b, &loopSource{b: b, buf: make([]byte, 512)}, 2, &discard{})
-			p.Instrument = inst
-			b.ReportAllocs()
-			b.SetBytes(512)
-			if _, err := p.Run(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
 }
 
 // BenchmarkDirect is the baseline for BenchmarkUnit: the same source, two
@@ -116,24 +68,22 @@ func BenchmarkDirect(b *testing.B) {
 }
 
 // BenchmarkUnit is the pipeline's cost per 512-byte unit through four
-// stages and three links of one kind, with instrumentation off and on.
+// stages, with instrumentation off and on.
 func BenchmarkUnit(b *testing.B) {
-	for _, lk := range benchLinks() {
-		for _, inst := range []bool{false, true} {
-			name := lk.name + "/off"
-			if inst {
-				name = lk.name + "/on"
-			}
-			b.Run(name, func(b *testing.B) {
-				p := sectorPipeline(b, &loopSource{b: b, buf: make([]byte, 512)}, lk.mk, &discard{})
-				p.Instrument = inst
-				b.ReportAllocs()
-				b.SetBytes(512)
-				if _, err := p.Run(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-			})
+	for _, inst := range []bool{false, true} {
+		name := "off"
+		if inst {
+			name = "on"
 		}
+		b.Run(name, func(b *testing.B) {
+			p := sectorPipeline(b, &loopSource{b: b, buf: make([]byte, 512)}, &discard{})
+			p.Instrument = inst
+			b.ReportAllocs()
+			b.SetBytes(512)
+			if _, err := p.Run(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }
 
@@ -154,41 +104,30 @@ func (s *crcStage) Process(ctx context.Context, b []byte) ([]byte, error) {
 }
 
 // BenchmarkModel runs a datapath of three stages of real work (CRC-32C over
-// 64 KiB units, 1, 3 and 2 passes) in series and overlapped, and reports
-// the model's prediction beside the measured rate: the pipeline checking
-// itself against the paper's formula. It reports MiB/s measured and
-// predicted, and the model's error in percent.
+// 64 KiB units, 1, 3 and 2 passes) and reports the model's prediction
+// beside the measured rate: the pipeline checking itself against the
+// paper's formula 1. It reports MiB/s measured and predicted, and the
+// model's error in percent.
 func BenchmarkModel(b *testing.B) {
-	for _, cfg := range []struct {
-		name string
-		link func() Link
-	}{
-		{"series", Inline},
-		{"pipelined", func() Link { return Ring(4) }},
-	} {
-		b.Run(cfg.name, func(b *testing.B) {
-			size := func(v []byte) int { return len(v) }
-			l := Then(From("src", Source[[]byte](&loopSource{b: b, buf: make([]byte, 64<<10)})).Size(size),
-				cfg.link(), "crc1", Stage[[]byte, []byte](&crcStage{reps: 1})).Size(size)
-			l = Then(l, cfg.link(), "crc3", Stage[[]byte, []byte](&crcStage{reps: 3})).Size(size)
-			l = Then(l, cfg.link(), "crc2", Stage[[]byte, []byte](&crcStage{reps: 2})).Size(size)
-			p, err := l.To(Inline(), "sink", &discard{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			p.Instrument = true
-			p.Cores = runtime.GOMAXPROCS(0)
-			b.ReportAllocs()
-			b.SetBytes(64 << 10)
-			r, err := p.Run(context.Background())
-			if err != nil {
-				b.Fatal(err)
-			}
-			if r.Units > 100 && runtime.GOMAXPROCS(0) >= 2 {
-				b.ReportMetric(r.Measured.MiBps(), "MiB/s")
-				b.ReportMetric(r.Predicted.MiBps(), "model-MiB/s")
-				b.ReportMetric(100*r.ModelError, "model-err-%")
-			}
-		})
+	size := func(v []byte) int { return len(v) }
+	l := Then(From("src", Source[[]byte](&loopSource{b: b, buf: make([]byte, 64<<10)})).Size(size),
+		"crc1", Stage[[]byte, []byte](&crcStage{reps: 1})).Size(size)
+	l = Then(l, "crc3", Stage[[]byte, []byte](&crcStage{reps: 3})).Size(size)
+	l = Then(l, "crc2", Stage[[]byte, []byte](&crcStage{reps: 2})).Size(size)
+	p, err := l.To("sink", &discard{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Instrument = true
+	b.ReportAllocs()
+	b.SetBytes(64 << 10)
+	r, err := p.Run(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Units > 100 {
+		b.ReportMetric(r.Measured.MiBps(), "MiB/s")
+		b.ReportMetric(r.Predicted.MiBps(), "model-MiB/s")
+		b.ReportMetric(100*r.ModelError, "model-err-%")
 	}
 }

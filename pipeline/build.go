@@ -2,15 +2,15 @@ package pipeline
 
 import (
 	"fmt"
-	"reflect"
 	"sync/atomic"
 )
 
 // Line is a pipeline under construction whose last stage produces units of
 // type T. From starts one, Then extends it by a stage and To ends it with a
 // sink, returning the Pipeline. A Line is extended once: each call returns a
-// new Line for the longer pipeline. Build errors (a nil stage, a bad link)
-// are kept and returned by To, so a chain of calls needs one check.
+// new Line for the longer pipeline. Build errors (a nil stage, a Line
+// extended twice) are kept and returned by To, so a chain of calls needs
+// one check.
 //
 // A Line is not safe for concurrent use.
 type Line[T any] struct {
@@ -26,43 +26,41 @@ type builder struct {
 }
 
 // elem is a node's typed half: build makes the node's runtime form, given
-// the runtime form of the node after it, and returns the value that feeds
-// the node (a consumer of its input type); a source returns nil.
+// the runtime form of the node after it, and returns the consumer of the
+// node's input (nil for the source, which it installs as the head).
 type elem struct {
-	build func(p *Pipeline, next any) (any, error)
+	build func(p *Pipeline, next any) any
 	size  any // func(Out) int, or nil
 }
 
 // From starts a pipeline with src, the stage named name (stage 0).
 func From[T any](name string, src Source[T]) *Line[T] {
 	b := &builder{}
-	nd := b.add(name, Inline())
+	nd := b.add(name)
 	if src == nil {
 		b.fail(nd, ErrNil)
 	}
-	b.elems = append(b.elems, elem{})
-	e := &b.elems[len(b.elems)-1]
-	e.build = func(p *Pipeline, next any) (any, error) {
+	b.elems = append(b.elems, elem{build: func(p *Pipeline, next any) any {
 		h := &sourceHead[T]{nd: p.nodes[nd], src: src, next: next.(consumer[T])}
 		h.size, _ = b.elems[nd].size.(func(T) int)
-		p.segs[0].head = h
-		return nil, nil
-	}
+		p.head = h
+		return nil
+	}})
 	return &Line[T]{b: b}
 }
 
-// Then extends l by stage s, named name, which takes its input from l's
-// last stage through link, and returns the longer Line.
-func Then[In, Out any](l *Line[In], link Link, name string, s Stage[In, Out]) *Line[Out] {
+// Then extends l by stage s, named name, which takes each unit l's last
+// stage produces, and returns the longer Line.
+func Then[In, Out any](l *Line[In], name string, s Stage[In, Out]) *Line[Out] {
 	b := l.take()
-	nd := b.add(name, link)
+	nd := b.add(name)
 	if s == nil {
 		b.fail(nd, ErrNil)
 	}
-	b.elems = append(b.elems, elem{build: func(p *Pipeline, next any) (any, error) {
+	b.elems = append(b.elems, elem{build: func(p *Pipeline, next any) any {
 		n := &stageNode[In, Out]{nd: p.nodes[nd], s: s, next: next.(consumer[Out])}
 		n.size, _ = b.elems[nd].size.(func(Out) int)
-		return entry[In](p, nd, n)
+		return n
 	}})
 	return &Line[Out]{b: b}
 }
@@ -83,26 +81,34 @@ func (l *Line[T]) Size(f func(T) int) *Line[T] {
 	return l
 }
 
-// To ends l with sink, named name, which takes its input from l's last stage
-// through link, and returns the pipeline, or the first error made while
+// To ends l with sink, named name, which takes each unit l's last stage
+// produces, and returns the pipeline, or the first error made while
 // building it. A sink counts the bytes of its input with the last stage's
 // Size function.
-func (l *Line[T]) To(link Link, name string, sink Sink[T]) (*Pipeline, error) {
+func (l *Line[T]) To(name string, sink Sink[T]) (*Pipeline, error) {
 	b := l.take()
-	nd := b.add(name, link)
+	nd := b.add(name)
 	if sink == nil {
 		b.fail(nd, ErrNil)
 	}
 	prevSize := b.elems[len(b.elems)-1].size
-	b.elems = append(b.elems, elem{size: prevSize, build: func(p *Pipeline, next any) (any, error) {
+	b.elems = append(b.elems, elem{size: prevSize, build: func(p *Pipeline, next any) any {
 		n := &sinkNode[T]{nd: p.nodes[nd], sink: sink, p: p}
 		n.size, _ = b.elems[nd].size.(func(T) int)
-		return entry[T](p, nd, n)
+		return n
 	}})
 	if b.err != nil {
 		return nil, b.err
 	}
-	return b.pipeline()
+	p := &Pipeline{nodes: b.nodes}
+	var next any
+	for i := len(b.elems) - 1; i >= 0; i-- {
+		next = b.elems[i].build(p, next)
+	}
+	for _, n := range p.nodes {
+		n.pl = p
+	}
+	return p, nil
 }
 
 // take marks l used and returns its builder, recording ErrUsed on reuse.
@@ -121,9 +127,9 @@ func (l *Line[T]) take() *builder {
 	return l.b
 }
 
-func (b *builder) add(name string, link Link) int {
+func (b *builder) add(name string) int {
 	i := len(b.nodes)
-	b.nodes = append(b.nodes, &node{name: name, index: i, link: link})
+	b.nodes = append(b.nodes, &node{name: name, index: i})
 	return i
 }
 
@@ -133,133 +139,37 @@ func (b *builder) fail(i int, err error) {
 	}
 }
 
-// entry returns what feeds node nd, whose runtime form is c: c itself when
-// the node's link is inline, or the tail of a new link whose head, on a
-// goroutine of its own, pushes into c.
-func entry[T any](p *Pipeline, nd int, c consumer[T]) (any, error) {
-	n := p.nodes[nd]
-	if !n.link.Overlapped() {
-		return c, nil
-	}
-	s := n.seg
-	if prev := p.nodes[nd-1]; prev.link.kind == LinkParallel {
-		// After a Parallel stage: one ring per worker, read in turn.
-		if n.link.kind != LinkRing || n.link.capacity < 1 {
-			return nil, fmt.Errorf("stage %d %q: %w: the link after a parallel stage must be a Ring, not %v", nd, n.name, ErrLink, n.link)
-		}
-		m := newMerge[T](prev.link.workers, n.link.capacity)
-		p.segs[s].head = &linkHead[T]{up: p.segs[s-1], nd: n, lk: m, next: c}
-		p.segs[s].link = m
-		p.segs[s-1].out = m
-		return m, nil
-	}
-	lk, err := newLink[T](n.link)
-	if err != nil {
-		return nil, fmt.Errorf("stage %d %q: %w", nd, n.name, err)
-	}
-	p.segs[s].head = &linkHead[T]{up: p.segs[s-1], nd: n, lk: lk, next: c}
-	p.segs[s].link = lk
-	p.segs[s-1].out = lk
-	return &linkTail[T]{nd: p.nodes[nd-1], lk: lk}, nil
-}
-
-// pipeline lays out the segments and builds the runtime chain, sink first.
-func (b *builder) pipeline() (*Pipeline, error) {
-	p := &Pipeline{nodes: b.nodes}
-	seg := 0
-	for i, n := range p.nodes {
-		n.pl = p
-		if i > 0 && n.link.Overlapped() {
-			seg++
-			p.segs[len(p.segs)-1].last = i - 1
-		}
-		if i == 0 || n.link.Overlapped() {
-			p.segs = append(p.segs, &segment{index: seg, first: i})
-		}
-		n.seg = seg
-	}
-	p.segs[len(p.segs)-1].last = len(p.nodes) - 1
-	seen := map[any]int{}
-	for i, n := range p.nodes {
-		q := n.link.queue
-		if q == nil || !reflect.TypeOf(q).Comparable() {
-			continue
-		}
-		if j, ok := seen[q]; ok {
-			return nil, fmt.Errorf("stage %d %q: %w: its queue also links stage %d", i, n.name, ErrLink, j)
-		}
-		seen[q] = i
-	}
-	var next any
-	for i := len(b.elems) - 1; i >= 0; i-- {
-		c, err := b.elems[i].build(p, next)
-		if err != nil {
-			return nil, err
-		}
-		next = c
-	}
-	for i := range p.segs {
-		p.segs[i].p = p
-	}
-	return p, nil
-}
-
-// Pipeline is a datapath of stages: a source, stages and a sink, each
-// connected to the one before it by a Link. Stages joined by inline links
-// form a segment that runs on one goroutine; each overlapped link starts a
-// new segment on a goroutine of its own. The last segment runs on the
-// goroutine that calls Run.
+// Pipeline is a datapath of stages: a source, stages and a sink, run one
+// unit at a time on the goroutine that calls Run, each stage handing its
+// unit to the next and waiting for it (the paper's synchronous cascade:
+// the model adds their times, formula 1).
 //
-// Set the exported fields before Run. A Pipeline may be run again after Run
-// returns (its queues are reset, its counters zeroed); it is not safe to
-// call Run concurrently (the second call gets ErrRunning).
+// Set Instrument before Run. A Pipeline may be run again after Run
+// returns (its counters zeroed); it is not safe to call Run concurrently
+// (the second call gets ErrRunning).
 type Pipeline struct {
-	// Instrument turns on timing: each stage's busy time, bytes, queue wait
-	// and latency histogram, and the end-to-end latency of every unit.
-	// Off, a stage pays one nil check per unit and reads no clock; the
-	// report then holds unit counts, states and the wall time only.
+	// Instrument turns on timing: each stage's busy time, bytes and
+	// latency histogram, and the end-to-end latency of every unit. Off, a
+	// stage pays one nil check per unit and reads no clock; the report
+	// then holds unit counts, states and the wall time only.
 	Instrument bool
 
-	// AbortOnError stops every stage at the first error. By default the
-	// stages upstream of the failed one stop, and the stages downstream
-	// finish the units already queued for them (the units before the failed
-	// one), so the sink sees exactly the stream up to the failure.
-	AbortOnError bool
-
-	// Cores, when above 0, is how many processors the segments share. The
-	// model then bounds the overlapped rate by Cores units per Σ t_i, the
-	// stages' whole time for a unit (Parallel workers undivided): like
-	// model.Cascade.AtDepth, no more than Cores units are worked on at once.
-	// 0 gives each segment a processor of its own, like the paper's hardware
-	// nodes. Set runtime.GOMAXPROCS(0) for stages that compute; leave 0 for
-	// stages that mostly wait (on a network, a disk).
-	Cores int
-
-	nodes    []*node
-	segs     []*segment
-	e2e      *Histogram
-	running  atomic.Bool
-	progress atomic.Uint64
-	runState
+	nodes   []*node
+	head    runner
+	e2e     *Histogram
+	running atomic.Bool
 }
 
 // Len returns the number of stages, source and sink included.
 func (p *Pipeline) Len() int { return len(p.nodes) }
 
-// Segments returns the number of goroutines a run uses (one per segment).
-func (p *Pipeline) Segments() int { return len(p.segs) }
-
-// String describes the pipeline: stage names joined by their links,
-// "gen -> ring(64) -> crc -> sink" (inline links shown as "->" alone).
+// String describes the pipeline: its stages' names joined by arrows,
+// "host -> bridge -> verify".
 func (p *Pipeline) String() string {
 	s := ""
 	for i, n := range p.nodes {
 		if i > 0 {
-			if n.link.Overlapped() {
-				s += " -> " + n.link.String() + " -> "
-			} else {
-				s += " -> "
-			}
+			s += " -> "
 		}
 		s += n.name
 	}

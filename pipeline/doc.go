@@ -1,30 +1,25 @@
-// Package pipeline composes stages into a datapath, runs them, measures each
-// one and hands the measurements to the cascade model (package model), as
-// the NHD paper does with its front end and back end.
+// Package pipeline runs a chain of stages on a stream of units, measures
+// each stage and hands the measurements to the cascade model (package
+// model), as the NHD paper does with the nodes of its datapath.
 //
-// A pipeline is a Source, any number of Stages and a Sink. Each stage takes
-// one unit of work and produces one; units keep their order from source to
-// sink. Each stage is connected to the one before it by a Link:
+// A pipeline is a Source, any number of Stages and a Sink. Each stage
+// takes one unit and produces one; units keep their order from source to
+// sink. The stages run on the goroutine that calls Run and take turns on
+// each unit, the paper's synchronous cascade, so the model adds their
+// times (formula 1, 1/V = Σ 1/V_i) and the report compares that
+// prediction with the rate measured end to end.
 //
-//   - Inline: the stage runs on the upstream stage's goroutine, one unit at
-//     a time, so the two take turns (store-and-forward; the model adds their
-//     times, 1/V = Σ 1/V_i: model.Series).
-//   - Ring, Chan, Through (a caller's Queue) or FIFO (package fifo, for
-//     sector units): the stage runs on its own goroutine behind a bounded
-//     queue, so the two work at once on successive units (the model takes
-//     the slowest, after the first unit has filled the pipeline: pipelined
-//     with fill, model.Overlap).
+// examples/nhd runs each host lane as a pipeline host -> bridge -> verify
+// with instrumentation, and reads its latency quantiles from Histogram.
+// The datapath inside a bridge (DMA streaming, read-ahead, write-behind)
+// and its measurement against the model node by node (bridge.Measure) are
+// package bridge's.
 //
-// Parallel runs one stage on several goroutines at once, units dealt to the
-// workers in turn and put back in order after it: commands in flight to a
-// server that answers them concurrently.
+// A pipeline is built with From, Then and To and run with Run:
 //
-// A pipeline is built with From, Then (or Parallel) and To and run with Run:
-//
-//	l := pipeline.From("host", commands)                 // Source[*Cmd]
-//	f := pipeline.Then(l, pipeline.Inline(), "ata", front) // Stage[*Cmd, *Cmd]
-//	b := pipeline.Then(f, pipeline.Ring(8), "nbd", back)    // overlapped
-//	p, err := b.Size(cmdBytes).To(pipeline.Inline(), "verify", check)
+//	l := pipeline.From("host", commands).Size(cmdBytes) // Source[*Cmd]
+//	b := pipeline.Then(l, "bridge", run).Size(cmdBytes) // Stage[*Cmd, *Cmd]
+//	p, err := b.To("verify", check)                     // Sink[*Cmd]
 //	p.Instrument = true
 //	rep, err := p.Run(ctx)
 //	rep.WriteTable(os.Stdout)
@@ -33,28 +28,24 @@
 //
 // The first error a stage returns stops the pipeline. Run returns it as a
 // *StageError naming the stage and the unit, wrapping the stage's error for
-// errors.Is and errors.As. The stages upstream of the failure stop (their
-// context is cancelled, and a stage blocked on a queue wakes); the stages
-// downstream finish the units already queued for them, so the sink consumes
-// exactly the units before the failed one (AbortOnError stops them too).
-// Cancelling Run's context stops every stage. Every goroutine Run started
-// has ended when it returns, and the Report says how many units each stage
-// completed and how it ended (done, failed or stopped): partial results are
-// reported, not lost.
+// errors.Is and errors.As; the sink has then consumed exactly the units
+// before the failed one. Cancelling Run's context stops the run before the
+// next unit (and any stage that watches the context at once); Run then
+// returns context.Cause(ctx). The Report says how many units each stage
+// completed and how it ended (done, failed or stopped): partial results
+// are reported, not lost.
 //
 // # Instrumentation
 //
 // With Pipeline.Instrument off a stage costs one nil check per unit and no
-// clock reads. On, each stage records its busy time, bytes, queue waits and
-// a latency histogram (log-linear buckets, within 3.1%, allocation-free),
-// and the sink records each unit's end-to-end time. The Report turns them
-// into per-stage rates and shares, the model's prediction for the
-// configuration beside the measured rate, and the bottleneck; it prints as
-// a table (WriteTable) or JSON.
+// clock reads. On, each stage records its busy time, bytes and a latency
+// histogram (log-linear buckets, within 3.1%, allocation-free), and the
+// sink records each unit's end-to-end time. The Report turns them into
+// per-stage rates and shares, the model's prediction beside the measured
+// rate, and the bottleneck; it prints as a table (WriteTable) or JSON.
 //
 // # Allocation
 //
-// A run allocates when it starts (goroutines, contexts, its report) and not
-// per unit: units travel by value through rings and channels of a fixed
-// size, and a Histogram is a fixed array.
+// A run allocates when it starts (its report, its hook on the context) and
+// not per unit, and starts no goroutine; a Histogram is a fixed array.
 package pipeline

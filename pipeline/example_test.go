@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"time"
 
-	"github.com/nhdkit/nhd/fifo"
 	"github.com/nhdkit/nhd/pipeline"
 )
 
@@ -23,9 +21,8 @@ func (s *numbers) Next(ctx context.Context) (int, error) {
 	return s.i, nil
 }
 
-// A source, two stages and a sink: the first stage runs inline with the
-// source (they take turns), the second on its own goroutine behind a ring of
-// 8 units. Units arrive in order whatever the links.
+// A source, two stages and a sink, taking turns on each unit on the
+// caller's goroutine. Units arrive in order.
 func Example() {
 	square := pipeline.StageFunc[int, int](func(ctx context.Context, x int) (int, error) { return x * x, nil })
 	label := pipeline.StageFunc[int, string](func(ctx context.Context, x int) (string, error) {
@@ -38,31 +35,31 @@ func Example() {
 	})
 
 	l := pipeline.From("numbers", &numbers{n: 6})
-	sq := pipeline.Then(l, pipeline.Inline(), "square", square)
-	lb := pipeline.Then(sq, pipeline.Ring(8), "label", label)
-	p, err := lb.To(pipeline.Inline(), "collect", sink)
+	sq := pipeline.Then(l, "square", square)
+	lb := pipeline.Then(sq, "label", label)
+	p, err := lb.To("collect", sink)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(p, "on", p.Segments(), "goroutines")
+	fmt.Println(p)
 	rep, err := p.Run(context.Background())
 	fmt.Println(out, err)
 	for _, s := range rep.Stages {
-		fmt.Println(s.Name, s.Link, s.Segment, s.State, s.Units)
+		fmt.Println(s.Name, s.State, s.Units)
 	}
 	// Output:
-	// numbers -> square -> ring(8) -> label -> collect on 2 goroutines
+	// numbers -> square -> label -> collect
 	// [<1> <4> <9> <16> <25> <36>] <nil>
-	// numbers  0 done 6
-	// square inline 0 done 6
-	// label ring(8) 1 done 6
-	// collect inline 1 done 6
+	// numbers done 6
+	// square done 6
+	// label done 6
+	// collect done 6
 }
 
 // The first error stops the pipeline. Run returns it as a *StageError that
-// names the stage and the unit, and the stages after the failed one finish
-// the units before it: the sink sees exactly the stream up to the failure.
+// names the stage and the unit; the sink has seen exactly the stream up to
+// the failure.
 func Example_failure() {
 	errBadBlock := errors.New("bad block")
 	check := pipeline.StageFunc[int, int](func(ctx context.Context, x int) (int, error) {
@@ -72,9 +69,8 @@ func Example_failure() {
 		return x, nil
 	})
 	var got []int
-	p, err := pipeline.Then(pipeline.From("numbers", &numbers{n: 100}),
-		pipeline.Ring(2), "check", check).
-		To(pipeline.Ring(2), "collect", pipeline.SinkFunc[int](func(ctx context.Context, x int) error {
+	p, err := pipeline.Then(pipeline.From("numbers", &numbers{n: 100}), "check", check).
+		To("collect", pipeline.SinkFunc[int](func(ctx context.Context, x int) error {
 			got = append(got, x)
 			return nil
 		}))
@@ -87,13 +83,14 @@ func Example_failure() {
 	fmt.Println(errors.Is(err, errBadBlock), errors.As(err, &se), se.Stage, se.Unit)
 	fmt.Println(err)
 	fmt.Println("sink got", got)
-	for _, s := range rep.Stages[1:] {
+	for _, s := range rep.Stages {
 		fmt.Println(s.Name, s.State, s.Units)
 	}
 	// Output:
 	// true true check 3
 	// pipeline: stage 1 "check", unit 3: bad block
 	// sink got [1 2 3]
+	// numbers stopped 4
 	// check failed 3
 	// collect done 3
 }
@@ -116,54 +113,8 @@ func ExampleHistogram() {
 	// 504µs 991µs 991µs
 }
 
-// Sectors cross a FIFO link (package fifo) from the goroutine that reads
-// them to the one that checksums them in place, in the FIFO's memory.
-func ExampleFIFO() {
-	f, err := fifo.New(fifo.Config{Blocks: 64, BlockSize: 512})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	sector := make([]byte, 512)
-	n := 0
-	read := pipeline.SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) {
-		if n == 1000 {
-			return nil, io.EOF
-		}
-		for i := range sector {
-			sector[i] = byte(n + i)
-		}
-		n++
-		return sector, nil // copied into the FIFO: the buffer can be reused
-	})
-	var sum uint32
-	crc := pipeline.SinkFunc[[]byte](func(ctx context.Context, b []byte) error {
-		sum = crc32.Update(sum, crc32.IEEETable, b)
-		return nil
-	})
-	p, err := pipeline.From("read", read).To(pipeline.FIFO(f), "crc", crc)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	rep, err := p.Run(context.Background())
-	fmt.Println(p, rep.Units, err)
-
-	var want uint32 // the same checksum without a pipeline
-	for k := range 1000 {
-		for i := range sector {
-			sector[i] = byte(k + i)
-		}
-		want = crc32.Update(want, crc32.IEEETable, sector)
-	}
-	fmt.Println(sum == want)
-	// Output:
-	// read -> fifo(64) -> crc 1000 <nil>
-	// true
-}
-
 // With Instrument on, the report has each stage's time and rate, the
-// model's prediction for the configuration beside the measured rate, and
+// model's prediction (the stages in series) beside the measured rate, and
 // the bottleneck. The numbers depend on the machine; this prints the parts
 // that do not.
 func ExampleReport() {
@@ -185,9 +136,9 @@ func ExampleReport() {
 	})
 	size := func(b []byte) int { return len(b) }
 	l := pipeline.Then(pipeline.From("src", src).Size(size),
-		pipeline.Inline(), "front", spin(5*time.Microsecond)).Size(size)
-	l = pipeline.Then(l, pipeline.Inline(), "back", spin(200*time.Microsecond)).Size(size)
-	p, err := l.To(pipeline.Inline(), "sink", pipeline.SinkFunc[[]byte](func(context.Context, []byte) error { return nil }))
+		"front", spin(5*time.Microsecond)).Size(size)
+	l = pipeline.Then(l, "back", spin(200*time.Microsecond)).Size(size)
+	p, err := l.To("sink", pipeline.SinkFunc[[]byte](func(context.Context, []byte) error { return nil }))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -201,33 +152,4 @@ func ExampleReport() {
 	// 300 1228800 B/s <nil>
 	// bottleneck: back true
 	// model within 25%: true
-}
-
-// A Parallel stage runs on several goroutines at once, each with a Stage of
-// its own (a connection each, say); the units come out in stream order.
-func ExampleParallel() {
-	fetch := func(worker int) pipeline.Stage[int, string] {
-		return pipeline.StageFunc[int, string](func(ctx context.Context, block int) (string, error) {
-			time.Sleep(time.Duration(block%3) * time.Millisecond) // answers out of order
-			return fmt.Sprintf("block %d", block), nil
-		})
-	}
-	var got []string
-	l := pipeline.Parallel(pipeline.From("requests", &numbers{n: 8}), 2, "fetch", 4, fetch)
-	p, err := l.To(pipeline.Ring(2), "collect", pipeline.SinkFunc[string](func(ctx context.Context, s string) error {
-		got = append(got, s)
-		return nil
-	}))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	rep, err := p.Run(context.Background())
-	fmt.Println(p)
-	fmt.Println(got, err)
-	fmt.Println(rep.Stages[1].Workers, rep.Stages[1].Units)
-	// Output:
-	// requests -> parallel(4x2) -> fetch -> ring(2) -> collect
-	// [block 1 block 2 block 3 block 4 block 5 block 6 block 7 block 8] <nil>
-	// 4 8
 }

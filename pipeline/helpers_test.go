@@ -64,38 +64,3 @@ func (c *collect[T]) Consume(ctx context.Context, v T) error {
 	c.got = append(c.got, v)
 	return nil
 }
-
-// chanQueue is a caller's Queue, for Through links.
-type chanQueue[T any] struct {
-	n  int
-	ch chan T
-}
-
-func newChanQueue[T any](n int) *chanQueue[T] { return &chanQueue[T]{n: n, ch: make(chan T, n)} }
-
-func (q *chanQueue[T]) Put(ctx context.Context, v T) error {
-	select {
-	case q.ch <- v:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (q *chanQueue[T]) Get(ctx context.Context) (T, error) {
-	select {
-	case v, ok := <-q.ch:
-		if !ok {
-			return v, io.EOF
-		}
-		return v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-}
-
-func (q *chanQueue[T]) Release() {}
-func (q *chanQueue[T]) Close()   { close(q.ch) }
-func (q *chanQueue[T]) Reset()   { q.ch = make(chan T, q.n) }
-func (q *chanQueue[T]) Cap() int { return q.n }

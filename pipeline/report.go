@@ -19,16 +19,14 @@ import (
 // the clock could not measure (a stage of no measurable time) reads 0.
 //
 // The model takes each stage's measured time per unit, t_i = Busy/Units, as
-// a node of the cascade. Stages joined by inline links are in series (their
-// times add up, the paper's formula 1); segments joined by overlapped links
-// run at once on successive units, so a run of N units takes the first
-// unit's trip through every segment plus N-1 units at the slowest
-// segment's pace (model.Overlap with one unit per chunk: pipelined with
-// fill), and, when the segments share Cores processors, no faster than
-// Cores units per Σ t_i (every stage's whole time, workers undivided). Predicted is that rate; Measured is what the
-// sink saw over the wall time of the run; ModelError compares them.
+// a node of the cascade. The stages take turns on each unit, so they are
+// in series and their times add up (the paper's formula 1): Predicted is
+// that rate, Measured what the sink saw over the wall time of the run, and
+// ModelError compares them. Pipelined is what the same stages would reach
+// each on a processor of its own, working at once on successive units:
+// the slowest stage's rate.
 type Report struct {
-	Pipeline     string        `json:"pipeline"`      // the stages and links, as Pipeline.String
+	Pipeline     string        `json:"pipeline"`      // the stages, as Pipeline.String
 	Instrumented bool          `json:"instrumented"`  // whether timing was on
 	Err          string        `json:"error"`         // the run's error, "" after a complete run
 	Wall         time.Duration `json:"wall_ns"`       // the run's duration
@@ -38,11 +36,9 @@ type Report struct {
 	RateUnit     string        `json:"rate_unit"`     // "B/s" or "units/s"
 	UnitBytes    float64       `json:"unit_bytes"`    // mean bytes per unit the model uses (1 without sizes)
 	Measured     model.Rate    `json:"measured"`      // end to end, over Wall
-	Predicted    model.Rate    `json:"predicted"`     // the model for this configuration
+	Predicted    model.Rate    `json:"predicted"`     // the model: the stages in series
 	ModelError   float64       `json:"model_error"`   // (Predicted-Measured)/Measured
-	Series       model.Rate    `json:"series"`        // the model with every link inline
-	Pipelined    model.Rate    `json:"pipelined"`     // the model with every link overlapped, no fill
-	Cores        int           `json:"cores"`         // processors the model lets the segments share, 0 for one each
+	Pipelined    model.Rate    `json:"pipelined"`     // the model with the stages overlapped, no fill
 	Bottleneck   string        `json:"bottleneck"`    // the stage with the longest time per unit
 	BottleneckAt int           `json:"bottleneck_at"` // its index, -1 when not instrumented
 	Share        float64       `json:"share"`         // its part of the series time per unit, in [0, 1]
@@ -54,20 +50,13 @@ type Report struct {
 type StageReport struct {
 	Name    string        `json:"name"`
 	Index   int           `json:"index"`
-	Link    string        `json:"link"`    // how it takes its input: "inline", "ring(64)"; "" for the source
-	Segment int           `json:"segment"` // the goroutine it runs on, from 0
-	Workers int           `json:"workers"` // goroutines running it: Parallel's workers, else 1
 	State   State         `json:"state"`
-	Err     string        `json:"error"`   // its own error when it failed
-	Units   uint64        `json:"units"`   // units it completed
-	Dropped uint64        `json:"dropped"` // of those, units the next stage never took (left in a queue when the run stopped)
-	Bytes   uint64        `json:"bytes"`   // their bytes (its output; the sink's input)
+	Err     string        `json:"error"` // its own error when it failed
+	Units   uint64        `json:"units"` // units it completed
+	Bytes   uint64        `json:"bytes"` // their bytes (its output; the sink's input)
 	Busy    time.Duration `json:"busy_ns"`
-	WaitIn  time.Duration `json:"wait_in_ns"`  // blocked on an empty link before it
-	WaitOut time.Duration `json:"wait_out_ns"` // blocked on a full link after it
-	Queued  time.Duration `json:"queued_ns"`   // its units' time in the link before it, from put to get
-	PerUnit time.Duration `json:"per_unit_ns"` // Busy/Units (Busy adds up the workers' time)
-	Rate    model.Rate    `json:"rate"`        // UnitBytes·Workers/PerUnit: its rate on its own
+	PerUnit time.Duration `json:"per_unit_ns"` // Busy/Units
+	Rate    model.Rate    `json:"rate"`        // UnitBytes/PerUnit: its rate on its own
 	Share   float64       `json:"share"`       // its part of the series time per unit
 	Latency Latency       `json:"latency"`     // per unit in the stage
 }
@@ -90,7 +79,6 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 		Instrumented: p.Instrument,
 		Wall:         wall,
 		BottleneckAt: -1,
-		Cores:        p.Cores,
 		RateUnit:     "units/s",
 		UnitBytes:    1,
 		Stages:       make([]StageReport, len(p.nodes)),
@@ -101,35 +89,19 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 	sink := p.nodes[len(p.nodes)-1]
 	r.Units = sink.units
 	for i, n := range p.nodes {
-		s := StageReport{Name: n.name, Index: i, Segment: n.seg, Workers: n.link.Workers(), State: n.state, Units: n.units}
-		if i > 0 {
-			s.Link = n.link.String()
-		}
+		s := StageReport{Name: n.name, Index: i, State: n.state, Units: n.units}
 		if n.err != nil {
 			s.Err = n.err.Err.Error()
 		}
 		if st := n.stats; st != nil {
 			s.Bytes = st.bytes
 			s.Busy = time.Duration(st.busy)
-			s.WaitIn = time.Duration(st.waitIn)
-			s.WaitOut = time.Duration(st.waitOut)
-			s.Queued = time.Duration(st.queued)
 			s.Latency = st.hist.Summary()
 			if n.units > 0 {
 				s.PerUnit = time.Duration(st.busy / int64(n.units))
 			}
 		}
 		r.Stages[i] = s
-	}
-	for i := 0; i+1 < len(r.Stages); i++ {
-		next := r.Stages[i+1]
-		taken := next.Units
-		if next.State == StateFailed {
-			taken++ // the unit it failed on
-		}
-		if r.Stages[i].Units > taken {
-			r.Stages[i].Dropped = r.Stages[i].Units - taken
-		}
 	}
 	// The payload per unit: the sink's, or the nearest sized stage's.
 	for i := len(r.Stages) - 1; i >= 0; i-- {
@@ -160,63 +132,29 @@ func (p *Pipeline) report(wall time.Duration, err error) Report {
 // predict fills in the model's side of r.
 func (p *Pipeline) predict(r *Report) {
 	k := max(int64(math.Round(r.UnitBytes)), 1)
-	scale := r.UnitBytes / float64(k) // k is rounded; rates use the exact mean
+	scale := model.Rate(r.UnitBytes / float64(k)) // k is rounded; rates use the exact mean
 	var all model.Cascade
-	segs := make([]model.Node, len(p.segs))
-	for si, sg := range p.segs {
-		for i := sg.first; i <= sg.last; i++ {
-			s := r.Stages[i]
-			d := s.PerUnit
-			if s.Units == 0 {
-				d = s.Busy // a stage that failed on its first unit
-			}
-			d /= time.Duration(s.Workers) // workers share the units
-			all = append(all, model.NewNode(s.Name, model.PerUnit(s.Name, k, d)))
+	for _, s := range r.Stages {
+		d := s.PerUnit
+		if s.Units == 0 {
+			d = s.Busy // a stage that failed on its first unit
 		}
-		// A segment's stages take turns on each unit: in series.
-		segs[si] = model.Chain(fmt.Sprintf("segment %d", si), all[sg.first:sg.last+1]...)
+		all = append(all, model.NewNode(s.Name, model.PerUnit(s.Name, k, d)))
 	}
 	pred := all.Predict(k)
 	for i, sh := range pred.Shares {
 		r.Stages[i].Share = sh.Fraction
-		r.Stages[i].Rate = sh.Rate * model.Rate(scale)
+		r.Stages[i].Rate = finite(sh.Rate * scale)
 	}
-	r.Series = pred.Series * model.Rate(scale)
-	r.Pipelined = model.Cascade(segs).Pipelined(k) * model.Rate(scale)
 	if pred.Bottleneck.Index >= 0 {
 		r.Bottleneck = pred.Bottleneck.Name
 		r.BottleneckAt = pred.Bottleneck.Index
 		r.Share = pred.Bottleneck.Fraction
 	}
-	defer func() {
-		// JSON has no infinity: a stage too fast for the clock reads 0.
-		r.Series, r.Pipelined, r.Predicted = finite(r.Series), finite(r.Pipelined), finite(r.Predicted)
-		for i := range r.Stages {
-			r.Stages[i].Rate = finite(r.Stages[i].Rate)
-		}
-	}()
-	if r.Units > 0 {
-		n := int64(r.Units)
-		r.Predicted = model.Overlap("pipeline", k, segs...).Rate(n*k) * model.Rate(scale)
-		if p.Cores > 0 {
-			// Each unit needs every stage's whole time on some processor
-			// (a Parallel stage's workers share processors too).
-			var work time.Duration
-			for _, s := range r.Stages {
-				if s.Units > 0 {
-					work += s.PerUnit
-				} else {
-					work += s.Busy
-				}
-			}
-			if work > 0 {
-				cpu := model.Rate(float64(p.Cores) * r.UnitBytes / work.Seconds())
-				r.Predicted = min(r.Predicted, cpu)
-			}
-		}
-		if r.Measured > 0 {
-			r.ModelError = float64(r.Predicted-r.Measured) / float64(r.Measured)
-		}
+	// JSON has no infinity: a pipeline too fast for the clock reads 0.
+	r.Predicted, r.Pipelined = finite(pred.Series*scale), finite(pred.Pipelined*scale)
+	if r.Units > 0 && r.Measured > 0 && r.Predicted > 0 {
+		r.ModelError = float64(r.Predicted-r.Measured) / float64(r.Measured)
 	}
 }
 
@@ -236,34 +174,24 @@ func (r *Report) rateText(v model.Rate) string {
 }
 
 // WriteTable writes r as a table, one line per stage, and the model's
-// prediction beside the measured rate. Its "queued" column is the mean time
-// a unit spent in the link before the stage.
+// prediction beside the measured rate.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pipeline: %s\n", r.Pipeline)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if r.Instrumented {
-		fmt.Fprintln(tw, "stage\tlink\tstate\tunits\tbytes\tbusy\tper unit\trate\tshare\twait in\twait out\tqueued\tp50\tp99\tp99.9\t")
+		fmt.Fprintln(tw, "stage\tstate\tunits\tbytes\tbusy\tper unit\trate\tshare\tp50\tp99\tp99.9\t")
 	} else {
-		fmt.Fprintln(tw, "stage\tlink\tstate\tunits\t")
+		fmt.Fprintln(tw, "stage\tstate\tunits\t")
 	}
 	for _, s := range r.Stages {
-		link := s.Link
-		if link == "" {
-			link = "-"
-		}
 		if !r.Instrumented {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t\n", s.Name, link, s.State, s.Units)
+			fmt.Fprintf(tw, "%s\t%v\t%d\t\n", s.Name, s.State, s.Units)
 			continue
 		}
-		var queued time.Duration
-		if s.Units > 0 {
-			queued = s.Queued / time.Duration(s.Units)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			s.Name, link, s.State, s.Units, s.Bytes, dur(s.Busy), dur(s.PerUnit),
-			r.rateText(s.Rate), 100*s.Share, dur(s.WaitIn), dur(s.WaitOut), dur(queued),
-			dur(s.Latency.P50), dur(s.Latency.P99), dur(s.Latency.P999))
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t\n",
+			s.Name, s.State, s.Units, s.Bytes, dur(s.Busy), dur(s.PerUnit),
+			r.rateText(s.Rate), 100*s.Share, dur(s.Latency.P50), dur(s.Latency.P99), dur(s.Latency.P999))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -278,27 +206,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	if r.Instrumented {
-		fmt.Fprintf(&b, "model: predicted %s, error %+.1f%% (series %s, pipelined %s",
-			r.rateText(r.Predicted), 100*r.ModelError, r.rateText(r.Series), r.rateText(r.Pipelined))
-		if r.Cores > 0 {
-			fmt.Fprintf(&b, ", %d cores", r.Cores)
-		}
-		b.WriteString(")\n")
+		fmt.Fprintf(&b, "model: series %s, error %+.1f%% (pipelined %s)\n",
+			r.rateText(r.Predicted), 100*r.ModelError, r.rateText(r.Pipelined))
 		if r.BottleneckAt >= 0 {
 			fmt.Fprintf(&b, "bottleneck: %s, %.1f%% of the time per unit\n", r.Bottleneck, 100*r.Share)
 		}
 		l := r.Latency
 		fmt.Fprintf(&b, "latency end to end: p50 %s, p99 %s, p99.9 %s, max %s\n",
 			dur(l.P50), dur(l.P99), dur(l.P999), dur(l.Max))
-	}
-	var dropped []string
-	for _, s := range r.Stages {
-		if s.Dropped > 0 {
-			dropped = append(dropped, fmt.Sprintf("%d after %s", s.Dropped, s.Name))
-		}
-	}
-	if len(dropped) > 0 {
-		fmt.Fprintf(&b, "units dropped when the run stopped: %s\n", strings.Join(dropped, ", "))
 	}
 	if r.Err != "" {
 		fmt.Fprintf(&b, "error: %s\n", r.Err)

@@ -10,31 +10,26 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/nhdkit/nhd/model"
 )
 
-// fakeRun builds src -> a -> ring -> b -> sink and fills in what a run of n
+// fakeRun builds src -> a -> b -> sink and fills in what a run of n
 // units of k bytes with the given per-unit times would have measured.
-func fakeRun(t *testing.T, n uint64, k int, per []time.Duration, wall time.Duration, cores int) Report {
+func fakeRun(t *testing.T, n uint64, k int, per []time.Duration, wall time.Duration) Report {
 	t.Helper()
 	id := StageFunc[[]byte, []byte](func(ctx context.Context, b []byte) ([]byte, error) { return b, nil })
 	src := SourceFunc[[]byte](func(ctx context.Context) ([]byte, error) { return nil, nil })
 	size := func(b []byte) int { return len(b) }
-	l := Then(From("src", Source[[]byte](src)).Size(size), Inline(), "a", Stage[[]byte, []byte](id)).Size(size)
-	l = Then(l, Ring(8), "b", Stage[[]byte, []byte](id)).Size(size)
-	p, err := l.To(Inline(), "sink", &collect[[]byte]{})
+	l := Then(From("src", Source[[]byte](src)).Size(size), "a", Stage[[]byte, []byte](id)).Size(size)
+	l = Then(l, "b", Stage[[]byte, []byte](id)).Size(size)
+	p, err := l.To("sink", &collect[[]byte]{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Instrument = true
-	p.Cores = cores
 	p.e2e = new(Histogram)
 	for i, nd := range p.nodes {
 		nd.units, nd.state = n, StateDone
 		nd.stats = &stats{busy: int64(per[i]) * int64(n), bytes: n * uint64(k)}
-		if nd.link.Overlapped() {
-			nd.stats.queued = int64(n) * int64(3*time.Microsecond)
-		}
 		for range n {
 			nd.stats.hist.Record(per[i])
 		}
@@ -52,22 +47,15 @@ func fakeRun(t *testing.T, n uint64, k int, per []time.Duration, wall time.Durat
 func TestReportModel(t *testing.T) {
 	const n, k = 1000, 4096
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	wall := 4100 * time.Microsecond
-	r := fakeRun(t, n, k, per, wall, 0)
+	wall := 7000 * time.Microsecond
+	r := fakeRun(t, n, k, per, wall)
 
 	sec := func(d time.Duration) float64 { return d.Seconds() }
-	seg0 := sec(per[0] + per[1]) // src and a: one goroutine
-	seg1 := sec(per[2] + per[3]) // b and sink: the other
-	total := seg0 + seg1
-	fill := seg0 + seg1 + (n-1)*math.Max(seg0, seg1) // first unit through both, the rest at the slower pace
-	want := struct {
-		measured, predicted, series, pipelined float64
-		share                                  float64
-	}{
+	total := sec(per[0] + per[1] + per[2] + per[3]) // the stages take turns
+	want := struct{ measured, predicted, pipelined, share float64 }{
 		measured:  n * k / wall.Seconds(),
-		predicted: n * k / fill,
-		series:    k / total,
-		pipelined: k / math.Max(seg0, seg1),
+		predicted: k / total,
+		pipelined: k / sec(per[1]),
 		share:     sec(per[1]) / total,
 	}
 	near := func(name string, got, want float64) {
@@ -78,7 +66,6 @@ func TestReportModel(t *testing.T) {
 	}
 	near("measured", float64(r.Measured), want.measured)
 	near("predicted", float64(r.Predicted), want.predicted)
-	near("series", float64(r.Series), want.series)
 	near("pipelined", float64(r.Pipelined), want.pipelined)
 	near("error", r.ModelError, (want.predicted-want.measured)/want.measured)
 	near("share", r.Share, want.share)
@@ -95,24 +82,13 @@ func TestReportModel(t *testing.T) {
 	if r.Units != n || r.Bytes != n*k || r.UnitBytes != k || r.RateUnit != "B/s" {
 		t.Errorf("units %d bytes %d unit %v %s", r.Units, r.Bytes, r.UnitBytes, r.RateUnit)
 	}
-	// On one core the overlapped segments take turns: the series rate.
-	r1 := fakeRun(t, n, k, per, wall, 1)
-	near("1 core", float64(r1.Predicted), want.series)
-	// On two they fill and then run at the bottleneck, as with no limit.
-	r2 := fakeRun(t, n, k, per, wall, 2)
-	near("2 cores", float64(r2.Predicted), want.predicted)
-	// The model package agrees with the hand-written fill formula.
-	m := model.Overlap("", k,
-		model.NewNode("0", model.PerUnit("src", k, per[0]), model.PerUnit("a", k, per[1])),
-		model.NewNode("1", model.PerUnit("b", k, per[2]), model.PerUnit("sink", k, per[3])))
-	near("model.Overlap", float64(m.Rate(n*k)), want.predicted)
 }
 
-// TestReportSeries: with every link inline the prediction is the series
-// rate, Σ t_i per unit.
+// TestReportSeries: without sizes the prediction is in units per second,
+// Σ t_i per unit.
 func TestReportSeries(t *testing.T) {
-	p, err := Then(From("src", Source[int](&counter{n: 0})), Inline(), "x", StageFunc[int, int](
-		func(ctx context.Context, x int) (int, error) { return x, nil })).To(Inline(), "sink", &collect[int]{})
+	p, err := Then(From("src", Source[int](&counter{n: 0})), "x", StageFunc[int, int](
+		func(ctx context.Context, x int) (int, error) { return x, nil })).To("sink", &collect[int]{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +104,8 @@ func TestReportSeries(t *testing.T) {
 		t.Fatalf("unit %q %v", r.RateUnit, r.UnitBytes)
 	}
 	want := 1 / 10e-6 // units per second: 10 µs per unit
-	if math.Abs(float64(r.Predicted)-want) > 1e-6*want || math.Abs(float64(r.Series)-want) > 1e-6*want {
-		t.Errorf("predicted %v, series %v units/s, want %v", float64(r.Predicted), float64(r.Series), want)
+	if math.Abs(float64(r.Predicted)-want) > 1e-6*want {
+		t.Errorf("predicted %v units/s, want %v", float64(r.Predicted), want)
 	}
 	if math.Abs(float64(r.Measured)-1e5) > 1e-3 || math.Abs(r.ModelError) > 1e-9 {
 		t.Errorf("measured %v, error %v", r.Measured, r.ModelError)
@@ -138,7 +114,7 @@ func TestReportSeries(t *testing.T) {
 
 func TestReportJSON(t *testing.T) {
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	r := fakeRun(t, 10, 512, per, 40*time.Microsecond, 2)
+	r := fakeRun(t, 10, 512, per, 40*time.Microsecond)
 	r.Stages[2].State, r.Stages[2].Err, r.Err = StateFailed, "boom", "pipeline: boom"
 	b, err := r.JSON()
 	if err != nil {
@@ -151,7 +127,7 @@ func TestReportJSON(t *testing.T) {
 	if diff := cmp.Diff(r, back, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
 		t.Errorf("JSON round trip (-want +got):\n%s", diff)
 	}
-	for _, key := range []string{`"predicted"`, `"measured"`, `"model_error"`, `"bottleneck": "a"`, `"state": "failed"`, `"p999_ns"`, `"wait_in_ns"`, `"pipeline": "src -> a -> ring(8) -> b -> sink"`} {
+	for _, key := range []string{`"predicted"`, `"measured"`, `"model_error"`, `"bottleneck": "a"`, `"state": "failed"`, `"p999_ns"`, `"pipeline": "src -> a -> b -> sink"`} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("JSON lacks %s:\n%s", key, b)
 		}
@@ -160,15 +136,15 @@ func TestReportJSON(t *testing.T) {
 
 func TestReportTable(t *testing.T) {
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	r := fakeRun(t, 1000, 4096, per, 4100*time.Microsecond, 0)
-	want := `pipeline: src -> a -> ring(8) -> b -> sink
-  stage     link  state  units    bytes   busy  per unit        rate  share  wait in  wait out  queued    p50    p99  p99.9
-    src        -   done   1000  4096000    1ms       1µs  3906 MiB/s  15.4%        0         0       0    1µs    1µs    1µs
-      a   inline   done   1000  4096000    3ms       3µs  1302 MiB/s  46.2%        0         0       0    3µs    3µs    3µs
-      b  ring(8)   done   1000  4096000    2ms       2µs  1953 MiB/s  30.8%        0         0     3µs    2µs    2µs    2µs
-   sink   inline   done   1000  4096000  500µs     500ns  7812 MiB/s   7.7%        0         0       0  500ns  500ns  500ns
-end to end: 1000 units, 4096000 bytes in 4.1ms: measured 952.7 MiB/s (process CPU 2.05ms, 0.50 cores busy)
-model: predicted 976 MiB/s, error +2.4% (series 601 MiB/s, pipelined 976.6 MiB/s)
+	r := fakeRun(t, 1000, 4096, per, 7000*time.Microsecond)
+	want := `pipeline: src -> a -> b -> sink
+  stage  state  units    bytes   busy  per unit        rate  share    p50    p99  p99.9
+    src   done   1000  4096000    1ms       1µs  3906 MiB/s  15.4%    1µs    1µs    1µs
+      a   done   1000  4096000    3ms       3µs  1302 MiB/s  46.2%    3µs    3µs    3µs
+      b   done   1000  4096000    2ms       2µs  1953 MiB/s  30.8%    2µs    2µs    2µs
+   sink   done   1000  4096000  500µs     500ns  7812 MiB/s   7.7%  500ns  500ns  500ns
+end to end: 1000 units, 4096000 bytes in 7ms: measured 558 MiB/s (process CPU 3.5ms, 0.50 cores busy)
+model: series 601 MiB/s, error +7.7% (pipelined 1302 MiB/s)
 bottleneck: a, 46.2% of the time per unit
 latency end to end: p50 496µs, p99 991µs, p99.9 991µs, max 999µs
 `
@@ -177,27 +153,9 @@ latency end to end: p50 496µs, p99 991µs, p99.9 991µs, max 999µs
 	}
 }
 
-func TestWriteComparison(t *testing.T) {
-	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	slow := fakeRun(t, 1000, 4096, per, 8200*time.Microsecond, 0)
-	fast := fakeRun(t, 1000, 4096, per, 4100*time.Microsecond, 0)
-	fast.Stages = fast.Stages[1:] // a variant without a source stage
-	var b strings.Builder
-	if err := WriteComparison(&b, []Variant{{"series", slow}, {"pipelined", fast}}); err != nil {
-		t.Fatal(err)
-	}
-	want := `  variant (MiB/s)   src     a     b  sink  model  measured    error  speed-up
-           series  3906  1302  1953  7812    976     476.4  +104.9%     1.00x
-        pipelined     -  1302  1953  7812    976     952.7    +2.4%     2.00x
-`
-	if diff := cmp.Diff(want, b.String()); diff != "" {
-		t.Errorf("comparison (-want +got):\n%s", diff)
-	}
-}
-
 func TestReportStage(t *testing.T) {
 	per := []time.Duration{1 * time.Microsecond, 3 * time.Microsecond, 2 * time.Microsecond, 500 * time.Nanosecond}
-	r := fakeRun(t, 10, 512, per, 40*time.Microsecond, 0)
+	r := fakeRun(t, 10, 512, per, 40*time.Microsecond)
 	if s, ok := r.Stage("b"); !ok || s.Index != 2 || s.PerUnit != per[2] {
 		t.Errorf("Stage(b): %+v, %v", s, ok)
 	}

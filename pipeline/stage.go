@@ -11,9 +11,8 @@ import (
 // Next returns the next unit, or io.EOF (unwrapped) when there are no more;
 // any other error stops the pipeline. Next is called from one goroutine at a
 // time and must return promptly once ctx is done. A unit handed on belongs
-// to the pipeline until the sink has consumed it: the source must not change
-// it (a source that recycles buffers needs at least as many as the pipeline
-// holds units: the sum of its queues' capacities plus one per goroutine).
+// to the pipeline until the sink has consumed it, before Next is called
+// again: a source may reuse one buffer for every unit.
 type Source[T any] interface {
 	Next(ctx context.Context) (T, error)
 }
@@ -24,8 +23,7 @@ type Source[T any] interface {
 // and must return promptly once ctx is done. A non-nil error stops the
 // pipeline: the unit is not handed on and the error is reported, wrapped in
 // a *StageError. Process must not retain in after it returns unless in is
-// its own (a unit that came through a FIFO link is memory of the FIFO, valid
-// only until Process and the stages inline after it return).
+// its own.
 type Stage[In, Out any] interface {
 	Process(ctx context.Context, in In) (Out, error)
 }
@@ -60,10 +58,6 @@ func (f SinkFunc[T]) Consume(ctx context.Context, v T) error { return f(ctx, v) 
 // Errors returned when a pipeline is built or run wrongly. Build errors are
 // returned by To, wrapped with the stage's name.
 var (
-	// ErrLink reports a link that cannot connect two stages: a capacity
-	// below 1, a nil queue, or a queue or FIFO whose unit type is not the
-	// type the upstream stage produces.
-	ErrLink = errors.New("pipeline: bad link")
 	// ErrNil reports a nil Source, Stage or Sink.
 	ErrNil = errors.New("pipeline: nil source, stage or sink")
 	// ErrUsed reports a Line extended twice: a Line is a builder for one
@@ -72,9 +66,6 @@ var (
 	// ErrRunning is returned by Run while another Run of the same pipeline
 	// is in progress.
 	ErrRunning = errors.New("pipeline: already running")
-	// ErrUnitSize is the error of a stage whose unit does not fit the FIFO
-	// link after it: FIFO links carry units of exactly one block.
-	ErrUnitSize = errors.New("pipeline: unit is not one FIFO block")
 )
 
 // StageError is the error that stopped a pipeline: the stage that returned
@@ -100,8 +91,7 @@ const (
 	// StateIdle: the stage has not run.
 	StateIdle State = iota
 	// StateDone: the stage saw the end of its input (the source's io.EOF,
-	// or its upstream closing after the end or after a failure) and handed
-	// on every unit it took.
+	// or a failure upstream) and handed on every unit it took.
 	StateDone
 	// StateFailed: the stage returned an error that stopped the pipeline.
 	StateFailed

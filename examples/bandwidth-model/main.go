@@ -78,11 +78,21 @@ func us(s float64) string { return fmt.Sprintf("%.0f", s*1e6) }
 
 func mb(f paper.Figure) model.Rate { return model.Rate(f.Value) * model.MiBPerSecond }
 
+// run prints every table of the report to w.
 func run(w io.Writer) error {
 	r := &report{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight), w: w}
-
-	// Table 2.
 	fe, dma := paper.FrontEnd(), paper.FrontEndDMA(0)
+	table2(r, fe, dma)
+	frontEndWhatIf(r, fe)
+	zc := backEnd(r)
+	before, after := table4(r, fe, dma, zc)
+	systemWhatIf(r, before, after)
+	return curve(r)
+}
+
+// table2 prints the paper's Table 2, the front end before and after DMA
+// streaming, recomputed from the nodes' times.
+func table2(r *report, fe, dma model.Cascade) {
 	feS, dmaS := fe.Shares(k), dma.Shares(k)
 	feR, dmaR := fe.Series(k).MiBps(), dma.Series(k).MiBps()
 	n3 := 100 * fe.Bottleneck(k).Fraction
@@ -100,7 +110,12 @@ func run(w io.Writer) error {
 	r.text("need 34321 µs. 5.177 MB/s from 12072 µs pins MB to 2^20 B within 0.01%%, so no")
 	r.text("unit reconciles the two: the paper slipped in the last digit (0.1%%).")
 	r.text("")
+}
 
+// frontEndWhatIf prints what making each front-end node faster buys, and
+// what DMA streaming's chunk size costs.
+func frontEndWhatIf(r *report, fe model.Cascade) {
+	feS, feR := fe.Shares(k), fe.Series(k).MiBps()
 	r.title("Front end: what N3 buys (Amdahl), and DMA streaming's chunk size")
 	r.row("change\tfront end µs\tMB/s\tspeed-up\tAmdahl\t")
 	r.row("none\t%s\t%.4f\t1.000\t\t", us(fe.Seconds(k)), feR)
@@ -124,8 +139,11 @@ func run(w io.Writer) error {
 		r.row("%s\t%s\t%.4f\t%.3f\t\t", name, us(d.Seconds(k)), d.Series(k).MiBps(), fe.Seconds(k)/d.Seconds(k))
 	}
 	r.end()
+}
 
-	// Back end.
+// backEnd prints the back end before and after zero-copy and checksum
+// offload, and returns the zero-copy node.
+func backEnd(r *report) model.Node {
 	zc := paper.BackEndZeroCopy()
 	zcR := zc.Rate(k).MiBps()
 	r.title("Back end, 64 KiB read")
@@ -138,12 +156,16 @@ func run(w io.Writer) error {
 	ratio := 100 * paper.Figure4NBD[4] / paper.Figure4TCP[4]
 	r.row("NBD / raw TCP at 64 KB\t3.096 / 3.145\t\t%.2f%%\t%v\t%s\t", ratio, paper.NBDOfTCP64, verdict(paper.NBDOfTCP64, ratio))
 	r.end()
+	return zc
+}
 
-	// Table 4.
+// table4 prints the paper's Table 4 (formula 1 over the printed front and
+// back ends, and over this package's nodes) and returns the two systems.
+func table4(r *report, fe, dma model.Cascade, zc model.Node) (sysBefore, sysAfter model.Cascade) {
 	before := model.Series(mb(paper.FrontBefore), mb(paper.BackBefore)).MiBps()
 	after := model.Series(mb(paper.FrontAfter), mb(paper.BackAfter)).MiBps()
-	sysBefore := model.Cascade{model.Chain("front end", fe...), paper.BackEndNBD()}
-	sysAfter := model.Cascade{model.Chain("front end", dma...), zc}
+	sysBefore = model.Cascade{model.Chain("front end", fe...), paper.BackEndNBD()}
+	sysAfter = model.Cascade{model.Chain("front end", dma...), zc}
 	r.title("Table 4: whole system, formula 1 (MB/s)")
 	r.row("\tfront\tback\tmodel\tpaper\tmatch\tfrom times\tmeasured\tmeasured/model\t")
 	r.row("before\t%v\t%v\t%.4f\t%s\t%s\t%.4f\t%v\t%.1f%%\t",
@@ -161,8 +183,12 @@ func run(w io.Writer) error {
 	r.text("3.7165; the paper prints 3.714 (0.06%% low). The paper says the model is within")
 	r.text("1%% of measurement; its own figures differ by 8%% and 7%%.")
 	r.text("")
+	return sysBefore, sysAfter
+}
 
-	// What-if.
+// systemWhatIf prints the whole system with either end twice as fast, and
+// pipelined (the paper's future work).
+func systemWhatIf(r *report, sysBefore, sysAfter model.Cascade) {
 	r.title("What if: whole system, 64 KiB blocks (MB/s)")
 	r.row("\tas is\tfront 2x\tback 2x\tpipelined\tpipelined, both 2x\tbottleneck\t")
 	for _, s := range []struct {
@@ -182,8 +208,6 @@ func run(w io.Writer) error {
 	r.text("\"pipelined\" runs the front end on one block while the back end fetches the")
 	r.text("next (the paper's future work): the bottleneck's rate, min V_i.")
 	r.text("")
-
-	return curve(r)
 }
 
 // curve fits Figure 4 and prints NBD and raw TCP from 4 KiB to 1 MiB.

@@ -7,6 +7,7 @@
 //	nbd-server -size 64M -unix /tmp/nbd.sock
 //	nbd-server -file disk.img -tcp 127.0.0.1:10809 -name disk -readonly
 //	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-require
+//	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-ca clients-ca.pem
 //
 // Clients reach it as nbd+unix:///NAME?socket=PATH or nbd://HOST:PORT/NAME
 // (nbdinfo, nbdcopy, qemu-img, fio --ioengine=nbd, nbd-client). It logs
@@ -17,6 +18,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,6 +58,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		tlsCert     = fs.String("tls-cert", "", "TLS certificate (PEM); enables STARTTLS")
 		tlsKey      = fs.String("tls-key", "", "TLS private key (PEM)")
 		tlsRequire  = fs.Bool("tls-require", false, "refuse clients that do not start TLS")
+		tlsCA       = fs.String("tls-ca", "", "admit only clients with a certificate signed by a CA in this PEM file (implies -tls-require)")
 		maxInFlight = fs.Int("max-inflight", 0, "requests served at once per connection (0: default 16)")
 		maxConns    = fs.Int("max-conns", 0, "connections served at once (0: default 256)")
 		maxPayload  = fs.String("max-payload", "0", "largest read or write payload (0: default 32M)")
@@ -101,7 +104,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		MaxInFlight: *maxInFlight,
 		MaxConns:    *maxConns,
 		MaxPayload:  uint32(mp),
-		RequireTLS:  *tlsRequire,
+		RequireTLS:  *tlsRequire || *tlsCA != "",
 		Logger:      log,
 	}
 	if *tlsCert != "" || *tlsKey != "" {
@@ -110,6 +113,20 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 			return fmt.Errorf("TLS: %w", err)
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if *tlsCA != "" {
+		if srv.TLSConfig == nil {
+			return errors.New("-tls-ca needs -tls-cert and -tls-key")
+		}
+		pem, err := os.ReadFile(*tlsCA)
+		if err != nil {
+			return fmt.Errorf("-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("-tls-ca %s: no PEM certificate", *tlsCA)
+		}
+		srv.TLSConfig.ClientCAs, srv.TLSConfig.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 
 	var l net.Listener

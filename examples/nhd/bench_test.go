@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/bridge"
 
 	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nbd/nbdtest"
@@ -13,7 +14,7 @@ import (
 
 // benchLane builds one drive of variant v over a fresh in-process server,
 // with span bytes written, and returns its lane ready for commands.
-func benchLane(b testing.TB, v variant, bs int, span int64) *lane {
+func benchLane(b testing.TB, v bridge.Variant, bs int, span int64) *lane {
 	b.Helper()
 	srv := nbdtest.Start(b, nbdtest.WithSize(span))
 	ctx := context.Background()
@@ -22,11 +23,7 @@ func benchLane(b testing.TB, v variant, bs int, span int64) *lane {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	d, err := newDrive(v, c, uint64(span/512), bs, defaultTuning)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { d.Close() })
+	d := testBridge(b, v, c, uint64(span/512), bs)
 	dk := newDisk(span, bs, 1)
 	l := newLane(d, dk, 0, 1, 1)
 	if _, err := runPhase(ctx, []*lane{l}, Workload{Name: "fill", BlockSize: bs}, budget{ops: span / int64(bs)}); err != nil {
@@ -54,7 +51,7 @@ func TestZeroAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a few thousand commands")
 	}
-	for _, v := range variants {
+	for _, v := range bridge.Table4() {
 		for _, dir := range []string{"read", "write"} {
 			l := benchLane(t, v, 64<<10, 2<<20)
 			l.w = Workload{Name: dir, BlockSize: 64 << 10, ReadPct: 100}
@@ -80,7 +77,7 @@ func TestZeroAllocs(t *testing.T) {
 // the checksum tap) -> NBD client -> in-process NBD server, verifying
 // each, for every datapath variant.
 func BenchmarkCommand(b *testing.B) {
-	for _, v := range variants {
+	for _, v := range bridge.Table4() {
 		for _, dir := range []string{"read", "write"} {
 			b.Run(v.Name+"/"+dir, func(b *testing.B) {
 				const bs = 64 << 10
@@ -114,7 +111,7 @@ func BenchmarkCommand(b *testing.B) {
 // is" reads them.
 func BenchmarkPhases(b *testing.B) {
 	const bs = 64 << 10
-	for _, v := range variants[:3] {
+	for _, v := range bridge.Table4()[:3] {
 		for _, dir := range []string{"read", "write"} {
 			b.Run(v.Name+"/"+dir, func(b *testing.B) {
 				ctx := context.Background()
@@ -136,11 +133,7 @@ func BenchmarkPhases(b *testing.B) {
 					size int64
 				}{{nbd.NewMemDisk(local), local}, {c, span}} {
 					tbs[i] = &timedBackend{Backend: be.be}
-					d, err := newDrive(v, tbs[i], uint64(be.size/512), bs, defaultTuning)
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { d.Close() })
+					d := testBridge(b, v, tbs[i], uint64(be.size/512), bs)
 					lanes[i] = newLane(d, newDisk(be.size, bs, 1), 0, 1, 1)
 					if _, err := runPhase(ctx, lanes[i:i+1], Workload{Name: "fill", BlockSize: bs}, budget{ops: be.size / bs}); err != nil {
 						b.Fatal(err)
@@ -163,12 +156,11 @@ func BenchmarkPhases(b *testing.B) {
 						total[i] = append(total[i], d)
 						inBackend[i] = append(inBackend[i], tbs[i].t)
 					}
-					blk = (blk + 1) % uint64(len(remote.gens))
+					blk = (blk + 1) % uint64(remote.blocks)
 					off := int64(blk) * bs
 					var t0 time.Time
 					if dir == "write" {
-						// Rewrite the block as the workload's record has it.
-						remote.pat.fill(buf, blk, remote.gens[blk])
+						remote.Fill(buf, off)
 						t0 = time.Now()
 						_, err = c.WriteAt(buf, off)
 					} else {

@@ -8,29 +8,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/pipeline"
 )
 
-// disk is what the workload knows about the device's contents: the
-// generation of every block it has written (0: never), so each read is
-// verified against what was written last. Lane i of n owns the blocks
-// b with b%n == i, so lanes never touch each other's blocks and the
-// expected contents stay exact at any depth.
+// disk is what the workload knows about the device's contents: a
+// bridge.Verifier, which writes known data and checks every read against
+// what was written last. Lane i of n owns the blocks b with b%n == i, so
+// lanes never touch each other's blocks and the expected contents stay
+// exact at any depth.
 type disk struct {
-	bs   int
-	gens []uint32
-	pat  *patterns
+	*bridge.Verifier
+	bs     int
+	blocks int
 }
 
 func newDisk(span int64, bs int, seed uint64) *disk {
-	return &disk{bs: bs, gens: make([]uint32, span/int64(bs)), pat: newPatterns(bs, seed)}
+	return &disk{Verifier: bridge.NewVerifier(span, bs, seed), bs: bs, blocks: int(span / int64(bs))}
 }
 
 // op is one host command: the unit the lane's pipeline carries.
 type op struct {
 	write bool
 	block uint64
-	gen   uint32 // the generation written, or expected on a read
 	sum   uint16 // the checksum the bridge computed
 }
 
@@ -40,10 +40,10 @@ type budget struct {
 	deadline time.Time
 }
 
-// lane is one host thread driving one drive: the host side of a command
+// lane is one host thread driving one bridge: the host side of a command
 // stream through the ATA registers.
 type lane struct {
-	d     *drive
+	br    *bridge.Bridge
 	disk  *disk
 	id, n int
 	buf   []byte
@@ -62,17 +62,17 @@ type lane struct {
 	p        *pipeline.Pipeline
 }
 
-func newLane(d *drive, dk *disk, id, n int, seed uint64) *lane {
-	l := &lane{d: d, disk: dk, id: id, n: n, buf: make([]byte, dk.bs), rng: rand.New(rand.NewPCG(seed, uint64(id)))}
-	l.count = uint64((len(dk.gens) - id + n - 1) / n)
+func newLane(b *bridge.Bridge, dk *disk, id, n int, seed uint64) *lane {
+	l := &lane{br: b, disk: dk, id: id, n: n, buf: make([]byte, dk.bs), rng: rand.New(rand.NewPCG(seed, uint64(id)))}
+	l.count = uint64((dk.blocks - id + n - 1) / n)
 	src := pipeline.SourceFunc[op](l.nextOp)
 	st := pipeline.StageFunc[op, op](l.execOp)
 	sink := pipeline.SinkFunc[op](l.verifyOp)
-	p, err := pipeline.Then(pipeline.From("host", src), pipeline.Inline(), "bridge", st).
+	p, err := pipeline.Then(pipeline.From("host", src), "bridge", st).
 		Size(func(op) int { return dk.bs }).
-		To(pipeline.Inline(), "verify", sink)
+		To("verify", sink)
 	if err != nil {
-		panic(err) // a programming error: the links are fixed
+		panic(err) // a programming error: the stages are fixed
 	}
 	p.Instrument = true
 	l.p = p
@@ -105,19 +105,15 @@ func (l *lane) nextOp(ctx context.Context) (op, error) {
 	}
 	o := op{block: uint64(l.id) + k*uint64(l.n)}
 	o.write = l.w.ReadPct < 100 && (l.w.ReadPct == 0 || l.rng.IntN(100) >= l.w.ReadPct)
-	o.gen = l.disk.gens[o.block]
 	if o.write {
-		o.gen++
-		l.disk.pat.fill(l.buf, o.block, o.gen)
-	} else if o.gen == 0 {
-		return op{}, fmt.Errorf("block %d read before it was written", o.block)
+		l.disk.Fill(l.buf, l.off(o))
 	}
 	return o, nil
 }
 
 func (l *lane) execOp(ctx context.Context, o op) (op, error) {
 	t0 := time.Now()
-	sum, err := l.d.exec(o.write, int64(o.block)*int64(l.disk.bs), l.buf)
+	sum, err := l.exec(o)
 	dt := time.Since(t0)
 	if err != nil {
 		return o, err
@@ -132,39 +128,37 @@ func (l *lane) execOp(ctx context.Context, o op) (op, error) {
 	return o, nil
 }
 
+func (l *lane) off(o op) int64 { return int64(o.block) * int64(l.disk.bs) }
+
+// exec runs o through the bridge and returns the checksum it computed.
+func (l *lane) exec(o op) (uint16, error) {
+	off := l.off(o)
+	var err error
+	if o.write {
+		err = l.br.Write(l.buf, off)
+	} else {
+		err = l.br.Read(l.buf, off)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("at byte %d: %w", off, err)
+	}
+	return l.br.Sum(), nil
+}
+
 // verifyOp checks a read's every byte against what was written, and the
 // bridge's checksum of either direction against the data's.
 func (l *lane) verifyOp(ctx context.Context, o op) error {
-	if want := l.disk.pat.sum(o.block, o.gen); o.sum != want {
-		return fmt.Errorf("block %d generation %d: bridge checksum %#04x, data's %#04x", o.block, o.gen, o.sum, want)
+	if want := l.disk.Sum(l.buf, l.off(o)); o.sum != want {
+		return fmt.Errorf("block %d: bridge checksum %#04x, data's %#04x", o.block, o.sum, want)
 	}
-	if o.write {
-		l.disk.gens[o.block] = o.gen
-	} else if err := l.disk.pat.verify(l.buf, o.block, o.gen); err != nil {
-		return err
+	if !o.write {
+		if err := l.disk.Check(l.buf, l.off(o)); err != nil {
+			return err
+		}
 	}
 	l.verified++
 	l.bytes += int64(l.disk.bs)
 	return nil
-}
-
-// step runs one command of the lane's current workload outside any
-// pipeline, for measurements that interleave lanes command by command, and
-// returns the time the host spent on it: choosing it and filling its data,
-// the command through the bridge, and verifying it.
-func (l *lane) step(ctx context.Context) (time.Duration, error) {
-	t0 := time.Now()
-	o, err := l.nextOp(ctx)
-	if err != nil {
-		return 0, err
-	}
-	sum, err := l.d.exec(o.write, int64(o.block)*int64(l.disk.bs), l.buf)
-	if err != nil {
-		return 0, err
-	}
-	o.sum = sum
-	err = l.verifyOp(ctx, o)
-	return time.Since(t0), err
 }
 
 // phaseResult is what one phase of a workload did.

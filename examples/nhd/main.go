@@ -27,6 +27,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/nbd"
 )
 
@@ -80,26 +82,38 @@ type config struct {
 	phases []Workload
 }
 
-func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	fs := flag.NewFlagSet("nhd", flag.ContinueOnError)
+// flags are the command line's flags and the strings parsed after them.
+type flags struct {
+	fs                       *flag.FlagSet
+	bytes, size, span, chunk string
+}
+
+func newFlags(c *config) *flags {
+	f := &flags{fs: flag.NewFlagSet("nhd", flag.ContinueOnError)}
+	fs := f.fs
 	fs.SetOutput(io.Discard)
-	c := &config{}
-	var bytesFlag, sizeFlag, spanFlag, chunkFlag string
 	fs.StringVar(&c.URI, "uri", "", "NBD server to use (nbd://host:port/export, nbd+unix:///export?socket=path); empty starts one in process. The workload OVERWRITES the export's first -span bytes")
 	fs.StringVar(&c.Workload, "workload", "seq64k", "seq64k, rand4k, randrw70, or custom: bs=SIZE,read=PCT,rand|seq")
 	fs.DurationVar(&c.Duration, "duration", time.Second, "how long each phase of the workload runs (Table 4 measures each direction for 4 times as long)")
-	fs.StringVar(&bytesFlag, "bytes", "", "bytes each phase moves, instead of -duration (4m, 1g)")
+	fs.StringVar(&f.bytes, "bytes", "", "bytes each phase moves, instead of -duration (4m, 1g)")
 	fs.IntVar(&c.Depth, "depth", 1, "commands in flight: ATA devices sharing the one NBD client")
-	fs.StringVar(&sizeFlag, "size", "4g", "size of the in-process server's sparse memory disk")
-	fs.StringVar(&spanFlag, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read)")
-	fs.StringVar(&chunkFlag, "chunk", "32k", "bytes per NBD request in Table 4's bridge pipelined in chunks")
-	fs.DurationVar(&c.Spin, "spin", defaultSpin, "how long the DMA engine's sides spin for each other before they park (dma.Config.Spin); negative parks at once, 0 is dma.DefaultSpin")
-	fs.IntVar(&c.Ahead, "ahead", defaultAhead, "NBD requests in flight in the bridge pipelined across commands (read-ahead, write-behind), 1 to 16")
-	fs.BoolVar(&c.Overlap, "overlap", false, "overlap the DMA engine's two sides on its worker goroutine even for a command with nothing else to overlap (off: such a transfer runs inline, dma.Config.InlineMax)")
+	fs.StringVar(&f.size, "size", "4g", "size of the in-process server's sparse memory disk")
+	fs.StringVar(&f.span, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read)")
+	fs.StringVar(&f.chunk, "chunk", "32k", "bytes per NBD request in Table 4's bridge pipelined in chunks (bridge.Config.Chunk)")
+	fs.DurationVar(&c.Spin, "spin", bridge.DefaultSpin, "how long the DMA engine's sides spin for each other before they park (dma.Config.Spin); negative parks at once, 0 is dma.DefaultSpin")
+	fs.IntVar(&c.Ahead, "ahead", bridge.DefaultDepth, "NBD requests in flight in the bridge pipelined across commands (read-ahead, write-behind; bridge.Config.Depth), 1 to 16")
+	fs.BoolVar(&c.Overlap, "overlap", false, "overlap the DMA engine's two sides on its worker goroutine even for a command with nothing else to overlap (bridge.Config.Overlap)")
 	fs.BoolVar(&c.Pipelined, "pipelined", false, "run the workload on the bridge pipelined across commands (read-ahead, write-behind)")
 	fs.BoolVar(&c.Table, "table", true, "measure every datapath variant and print the Table 4 comparison")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the data patterns and the random addresses")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
+	return f
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	f := newFlags(c)
+	fs := f.fs
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stderr, "usage: nhd [flags]\n\nA software NHD: ATA devices over an NBD client, measured against the cascade model.\n\nflags:")
@@ -114,64 +128,81 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := f.sizes(c, set); err != nil {
+		return nil, err
+	}
+	return c, c.check(set)
+}
+
+// sizes parses the flags that take a size.
+func (f *flags) sizes(c *config, set map[string]bool) error {
 	var err error
-	if c.phases, err = parseWorkload(c.Workload); err != nil {
-		return nil, usagef("-workload: %v", err)
-	}
-	if bytesFlag != "" {
+	if f.bytes != "" {
 		if set["duration"] {
-			return nil, usagef("-bytes and -duration both set; use one")
+			return usagef("-bytes and -duration both set; use one")
 		}
-		if c.Bytes, err = parseSize(bytesFlag); err != nil {
-			return nil, usagef("-bytes %q: %v", bytesFlag, err)
+		if c.Bytes, err = parseSize(f.bytes); err != nil {
+			return usagef("-bytes %q: %v", f.bytes, err)
 		}
-	} else if c.Duration <= 0 {
-		return nil, usagef("-duration must be positive, got %v", c.Duration)
 	}
-	if c.Depth < 1 || c.Depth > 256 {
-		return nil, usagef("-depth must be 1..256, got %d", c.Depth)
+	if c.Size, err = parseSize(f.size); err != nil {
+		return usagef("-size %q: %v", f.size, err)
 	}
-	if c.Size, err = parseSize(sizeFlag); err != nil {
-		return nil, usagef("-size %q: %v", sizeFlag, err)
+	if c.Span, err = parseSize(f.span); err != nil {
+		return usagef("-span %q: %v", f.span, err)
 	}
-	if c.Size%512 != 0 {
-		return nil, usagef("-size must be a multiple of 512, got %d", c.Size)
-	}
-	if c.Span, err = parseSize(spanFlag); err != nil {
-		return nil, usagef("-span %q: %v", spanFlag, err)
-	}
-	chunk, err := parseSize(chunkFlag)
+	chunk, err := parseSize(f.chunk)
 	if err != nil || chunk%512 != 0 || chunk > 32<<20 {
-		return nil, usagef("-chunk %q: want a multiple of 512 up to 32m", chunkFlag)
+		return usagef("-chunk %q: want a multiple of 512 up to 32m", f.chunk)
 	}
 	c.Chunk = int(chunk)
-	if c.Ahead < 1 || c.Ahead > maxAhead {
-		return nil, usagef("-ahead must be 1 to %d, got %d", maxAhead, c.Ahead)
+	return nil
+}
+
+// check checks the values of the flags.
+func (c *config) check(set map[string]bool) error {
+	var err error
+	if c.phases, err = parseWorkload(c.Workload); err != nil {
+		return usagef("-workload: %v", err)
 	}
-	if c.Spin > time.Second {
-		return nil, usagef("-spin must be at most 1s, got %v", c.Spin)
+	switch {
+	case c.Bytes == 0 && c.Duration <= 0:
+		return usagef("-duration must be positive, got %v", c.Duration)
+	case c.Depth < 1 || c.Depth > 256:
+		return usagef("-depth must be 1..256, got %d", c.Depth)
+	case c.Size%512 != 0:
+		return usagef("-size must be a multiple of 512, got %d", c.Size)
+	case c.Ahead < 1 || c.Ahead > bridge.MaxInFlight:
+		return usagef("-ahead must be 1 to %d, got %d", bridge.MaxInFlight, c.Ahead)
+	case c.Spin > time.Second:
+		return usagef("-spin must be at most 1s, got %v", c.Spin)
+	case c.URI != "" && set["size"]:
+		return usagef("-size is for the in-process server; -uri names another")
 	}
 	if c.URI != "" {
 		if _, err := nbd.ParseURI(c.URI); err != nil {
-			return nil, usagef("-uri: %v", err)
+			return usagef("-uri: %v", err)
 		}
 	}
-	if c.URI != "" && set["size"] {
-		return nil, usagef("-size is for the in-process server; -uri names another")
-	}
-	return c, nil
+	return nil
 }
 
-// maxAhead bounds -ahead: the requests a drive keeps in flight must all be
-// accepted by the server while their replies wait to be read (nbdkit runs
-// 16 threads, this module's server serves 16 requests of a connection at
-// once by default), or a request's write could wait on a server waiting
-// for its replies to be read.
-const maxAhead = 16
+// bridgeConfig is the bridges' configuration over backend be, with
+// sectors sectors and commands of up to bs bytes, tuned by the flags.
+func (c *config) bridgeConfig(be ata.Backend, sectors uint64, bs int) bridge.Config {
+	return bridge.Config{
+		Backend: be, MaxCommand: bs, Sectors: sectors,
+		Info:  ata.DeviceInfo{Model: "nhd software NHD", Serial: "NHD0001", Firmware: "1.0"},
+		Chunk: c.Chunk, Depth: c.Ahead, Spin: c.Spin, Overlap: c.Overlap,
+	}
+}
 
-// tuning is the datapath tuning the flags ask for.
-func (c *config) tuning() tuning {
-	return tuning{Chunk: c.Chunk, Spin: c.Spin, Ahead: c.Ahead, Overlap: c.Overlap}
+// newBridge assembles the bridge of variant v over backend be, with
+// sectors sectors and commands of up to bs bytes, tuned by the flags.
+func (c *config) newBridge(v bridge.Variant, be ata.Backend, sectors uint64, bs int) (*bridge.Bridge, error) {
+	bc := c.bridgeConfig(be, sectors, bs)
+	bc.Datapath = v.Datapath
+	return bridge.New(bc)
 }
 
 // run is the whole program: it parses args, runs the bridge and writes the

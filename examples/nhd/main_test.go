@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/internal/testenv"
 	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nbd/nbdtest"
@@ -44,6 +45,22 @@ func runArgs(t *testing.T, args ...string) (string, error) {
 		t.Errorf("stderr is not a terminal, yet run wrote to it: %q", errb.String())
 	}
 	return out.String(), err
+}
+
+// testBridge assembles variant v with the default flags' tuning, closed
+// when the test ends.
+func testBridge(t testing.TB, v bridge.Variant, be ata.Backend, sectors uint64, bs int) *bridge.Bridge {
+	t.Helper()
+	c, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.newBridge(v, be, sectors, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // TestDefaultReport runs the default workload against the in-process server
@@ -104,7 +121,7 @@ func TestJSON(t *testing.T) {
 	if diff := cmp.Diff([]string{"fill", "seq64k-write", "seq64k-read", "rand64k-write", "rand64k-read"}, names); diff != "" {
 		t.Errorf("phases (-want +got):\n%s", diff)
 	}
-	if rep.Table == nil || len(rep.Table.Rows) != 2*len(variants) {
+	if rep.Table == nil || len(rep.Table.Rows) != 2*len(bridge.Table4()) {
 		t.Fatalf("table: %+v", rep.Table)
 	}
 	for _, r := range rep.Table.Rows {
@@ -112,7 +129,7 @@ func TestJSON(t *testing.T) {
 			t.Errorf("row %s %s: %+v", r.Dir, r.Variant.Name, r)
 		}
 	}
-	if !rep.Bridge.Streaming || !rep.Bridge.ZeroCopy || !rep.Bridge.InFlight || rep.Bridge.Pipelined {
+	if b := rep.Bridge; !b.Streaming || !b.ZeroCopy || !b.ChecksumInFlight || b.Pipelining != bridge.Series {
 		t.Errorf("the workload's bridge is %+v, want streaming, zero-copy, checksum in flight, in series", rep.Bridge)
 	}
 }
@@ -298,29 +315,26 @@ func (f failing) WriteAt(p []byte, off int64) (int, error) {
 func TestWriteBehind(t *testing.T) {
 	const bs = 4096
 	md := nbd.NewMemDisk(1 << 20)
-	d, err := newDrive(bridgeFor(true), failing{md, 7 * bs}, (1<<20)/512, bs, defaultTuning)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := testBridge(t, bridgeFor(true), failing{md, 7 * bs}, (1<<20)/512, bs)
 	w, r := bytes.Repeat([]byte{0xA5}, bs), make([]byte, bs)
-	if _, err := d.exec(true, 3*bs, w); err != nil {
+	if err := d.Write(w, 3*bs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.exec(false, 3*bs, r); err != nil || !bytes.Equal(r, w) {
+	if err := d.Read(r, 3*bs); err != nil || !bytes.Equal(r, w) {
 		t.Fatalf("read after write: %v, data equal %v", err, bytes.Equal(r, w))
 	}
-	if _, err := d.exec(true, 7*bs, w); err != nil {
+	if err := d.Write(w, 7*bs); err != nil {
 		t.Fatalf("the write behind should complete before the back end fails it: %v", err)
 	}
 	var ae *ata.Error
-	if _, err := d.exec(false, 0, r); !errors.As(err, &ae) || !strings.Contains(err.Error(), "write behind at byte 28672: input/output error") {
-		t.Fatalf("the command after a failed write behind: %v, want an ATA error carrying the deferred one", err)
+	var oe *ata.OffsetError
+	if err := d.Read(r, 0); !errors.As(err, &ae) || ae.LBA != 7*bs/512 || !errors.As(err, &oe) || oe.Off != 7*bs || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("the command after a failed write behind: %v, want an ATA error at its LBA carrying the deferred one", err)
 	}
-	if _, err := d.exec(true, 9*bs, w); err != nil {
+	if err := d.Write(w, 9*bs); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.flush(); err != nil {
+	if err := d.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]byte, bs)
@@ -335,21 +349,17 @@ func TestWriteBehind(t *testing.T) {
 // datapath variant, naming the block.
 func TestVerificationCatchesCorruption(t *testing.T) {
 	const bs, span = 64 << 10, 1 << 20
-	for _, v := range variants {
+	for _, v := range bridge.Table4() {
 		t.Run(v.Name, func(t *testing.T) {
 			md := nbd.NewMemDisk(span)
-			d, err := newDrive(v, corrupt{md, 5*bs + 1000}, span/512, bs, defaultTuning)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			d := testBridge(t, v, corrupt{md, 5*bs + 1000}, span/512, bs)
 			dk := newDisk(span, bs, 1)
 			l := newLane(d, dk, 0, 1, 1)
 			ctx := context.Background()
 			if _, err := runPhase(ctx, []*lane{l}, Workload{Name: "fill", BlockSize: bs}, budget{ops: span / bs}); err != nil {
 				t.Fatal(err)
 			}
-			_, err = runPhase(ctx, []*lane{l}, Workload{Name: "read", BlockSize: bs, ReadPct: 100}, budget{ops: span / bs})
+			_, err := runPhase(ctx, []*lane{l}, Workload{Name: "read", BlockSize: bs, ReadPct: 100}, budget{ops: span / bs})
 			if err == nil || !strings.Contains(err.Error(), "block 5") {
 				t.Fatalf("reading a corrupted block: %v, want an error naming block 5", err)
 			}

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/model"
 )
 
@@ -58,32 +59,25 @@ func (r *report) writeText(w io.Writer) {
 	}
 	if t := r.Table; t != nil {
 		fmt.Fprintln(w)
-		t.writeText(w)
+		t.WriteText(w)
 	}
 }
 
-func bridgeText(v variant) string {
-	var parts []string
+func bridgeText(v bridge.Variant) string {
+	parts := []string{"store-and-forward"}
 	if v.Streaming {
-		parts = append(parts, "streaming through a sector FIFO")
-	} else {
-		parts = append(parts, "store-and-forward")
+		parts[0] = "streaming through a sector FIFO"
 	}
 	if v.ZeroCopy {
 		parts = append(parts, "zero-copy")
 	}
-	if v.InFlight {
+	if v.ChecksumInFlight {
 		parts = append(parts, "checksum in flight")
 	}
-	switch {
-	case v.Ahead:
-		parts = append(parts, "pipelined across commands")
-	case v.Pipelined:
-		parts = append(parts, "pipelined in chunks")
-	default:
-		parts = append(parts, "ends in series")
+	if v.Pipelining == bridge.Series {
+		return strings.Join(append(parts, "ends in series"), ", ")
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(append(parts, "pipelined "+v.Pipelining.String()), ", ")
 }
 
 func met(ok bool) string {
@@ -91,91 +85,4 @@ func met(ok bool) string {
 		return "met"
 	}
 	return "NOT met"
-}
-
-func (t *table) writeText(w io.Writer) {
-	fmt.Fprintf(w, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d commands each\n", sizeText(int64(t.BlockSize)), t.Commands)
-	fmt.Fprintln(w, "(front end: host + ATA + DMA over an in-cache memory disk, the disk's calls taken out; back end: the bare NBD client making the bridge's NBD requests;")
-	fmt.Fprintf(w, " model: series 1/V = 1/V_front + 1/V_back, fill = one command streamed through both in chunks;\n  across commands the back end is the bare client with %d requests in flight, as the bridge keeps them, in series with the front end: see the README)\n", t.Ahead)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\tdatapath\tfront end\tback end\tmodel\t\tmeasured\terror\tspeed-up\t")
-	for i, rw := range t.Rows {
-		dir := ""
-		if i == 0 || t.Rows[i-1].Dir != rw.Dir {
-			dir = rw.Dir
-		}
-		up := ""
-		if i > 0 && t.Rows[i-1].Dir == rw.Dir {
-			up = fmt.Sprintf("x%.2f", rw.SpeedUp)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f%%\t%s\t\n", dir, rw.Variant.Name, mib(rw.Front), mib(rw.Back),
-			mib(rw.Model), rw.ModelKind, mib(rw.Measured), 100*rw.Error, up)
-	}
-	tw.Flush()
-	for _, dir := range []string{"read", "write"} {
-		var first, series, chunks, across, fastest *row
-		for i := range t.Rows {
-			rw := &t.Rows[i]
-			if rw.Dir != dir {
-				continue
-			}
-			if first == nil {
-				first = rw
-			}
-			switch {
-			case rw.Variant.Ahead:
-				across = rw
-			case rw.Variant.Pipelined:
-				chunks = rw
-			default:
-				series = rw
-			}
-			if fastest == nil || rw.Measured > fastest.Measured {
-				fastest = rw
-			}
-		}
-		if first == nil {
-			continue
-		}
-		fmt.Fprintf(w, "%s: before -> after (series) x%.2f; pipelined vs series x%.2f in chunks, x%.2f across commands; the fastest (%s) reaches %.0f%% of the bare NBD client's %s MB/s one request at a time",
-			dir, float64(series.Measured/first.Measured), float64(chunks.Measured/series.Measured), float64(across.Measured/series.Measured),
-			strings.TrimPrefix(fastest.Variant.Name, "+ "), 100*float64(fastest.Measured/t.Bare[dir]), mib(t.Bare[dir]))
-		if ba := t.BareAhead[dir]; ba > 0 {
-			fmt.Fprintf(w, "; across commands, %.0f%% of its %s MB/s with %d in flight (the slower end alone, with a processor for each end, would give %s)",
-				100*float64(across.Measured/ba), mib(ba), t.Ahead, mib(across.Bound))
-		}
-		fmt.Fprintln(w)
-	}
-	if t.Chunk < t.BlockSize {
-		n := t.BlockSize / t.Chunk
-		for _, dir := range []string{"read", "write"} {
-			c, ok := t.Request[dir]
-			if !ok {
-				continue
-			}
-			var front model.Rate
-			for _, rw := range t.Rows {
-				if rw.Dir == dir && rw.Variant.Pipelined && !rw.Variant.Ahead {
-					front = rw.Front
-				}
-			}
-			hide := front.Seconds(int64(t.BlockSize)) * float64(n-1) / float64(n)
-			fmt.Fprintf(w, "%s: pipelining in %s chunks makes %d NBD requests of one, in flight together: each more costs %.1f us (fitted), to hide at most %.1f us of front end\n",
-				dir, sizeText(int64(t.Chunk)), n, c.Fixed*1e6, hide*1e6)
-		}
-	}
-	var b strings.Builder
-	worst := 0.0
-	for _, rw := range t.Rows {
-		worst = max(worst, abs(rw.Error))
-	}
-	fmt.Fprintf(&b, "model error: worst %.1f%% over %d rows\n", 100*worst, len(t.Rows))
-	io.WriteString(w, b.String())
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }

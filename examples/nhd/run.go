@@ -14,19 +14,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/nbd"
 )
 
 // report is everything a run found.
 type report struct {
-	Config   *config       `json:"config"`
-	Server   string        `json:"server"`
-	DiskSize int64         `json:"disk_size"`
-	Span     int64         `json:"span"`
-	Machine  string        `json:"machine"`
-	Bridge   variant       `json:"bridge"`
-	Phases   []phaseResult `json:"phases"`
-	Table    *table        `json:"table,omitempty"`
+	Config   *config             `json:"config"`
+	Server   string              `json:"server"`
+	DiskSize int64               `json:"disk_size"`
+	Span     int64               `json:"span"`
+	Machine  string              `json:"machine"`
+	Bridge   bridge.Variant      `json:"bridge"`
+	Phases   []phaseResult       `json:"phases"`
+	Table    *bridge.Measurement `json:"table,omitempty"`
 }
 
 // startServer serves a sparse memory disk of size bytes on a unix socket in
@@ -59,11 +60,23 @@ func startServer(size int64) (string, func() error, error) {
 	return "nbd+unix:///nhd?socket=" + url.QueryEscape(path), stop, nil
 }
 
+// bridgeFor is the bridge the workload runs on: DMA streaming, zero-copy
+// and the checksum in flight, with the front and back ends in series, or
+// pipelined across commands when asked.
+func bridgeFor(pipelined bool) bridge.Variant {
+	t := bridge.Table4()
+	if pipelined {
+		return t[5]
+	}
+	return t[3]
+}
+
 // bridgeRun sets up the server (unless -uri names one), the client and the
-// drives, fills the span, runs the workload's phases and measures Table 4.
+// bridges, fills the span, runs the workload's phases and measures Table 4.
 func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err error) {
 	rep = &report{Config: c, Bridge: bridgeFor(c.Pipelined), Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())}
 	uri := c.URI
+	rep.Server = uri
 	if uri == "" {
 		var stop func() error
 		if uri, stop, err = startServer(c.Size); err != nil {
@@ -75,86 +88,94 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 			}
 		}()
 		rep.Server = "in-process NBD server, sparse memory disk on a unix socket"
-	} else {
-		rep.Server = uri
 	}
 	prog.set("connecting to %s", uri)
+	client, err := connect(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	rep.DiskSize = client.Size()
+	bs := c.phases[0].BlockSize
+	rep.Span = min(c.Span, rep.DiskSize) / int64(bs) * int64(bs)
+	if rep.Span/int64(bs) < int64(c.Depth) {
+		return nil, fmt.Errorf("the disk (%d bytes) holds fewer %d-byte blocks than -depth %d", rep.DiskSize, bs, c.Depth)
+	}
+	remote := newDisk(rep.Span, bs, c.Seed)
+	if err := runWorkload(ctx, c, rep, client, remote, prog); err != nil || !c.Table {
+		return rep, err
+	}
+	rep.Table, err = runTable(ctx, c, client, rep, prog)
+	return rep, err
+}
+
+// connect dials the NBD server at uri and checks that it takes writes.
+func connect(ctx context.Context, uri string) (*nbd.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	client, err := nbd.Dial(dctx, uri)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to NBD server %s: %w", uri, err)
 	}
-	defer client.Close()
 	if client.Flags()&nbd.ExportReadOnly != 0 {
+		client.Close()
 		return nil, fmt.Errorf("NBD export %s is read-only; the workload writes", uri)
 	}
-	rep.DiskSize = client.Size()
-	bs := c.phases[0].BlockSize
-	span := min(c.Span, rep.DiskSize) / int64(bs) * int64(bs)
-	if span/int64(bs) < int64(c.Depth) {
-		return nil, fmt.Errorf("the disk (%d bytes) holds fewer %d-byte blocks than -depth %d", rep.DiskSize, bs, c.Depth)
-	}
-	rep.Span = span
-	sectors := uint64(rep.DiskSize / 512)
+	return client, nil
+}
 
-	remote := newDisk(span, bs, c.Seed)
+// runWorkload runs the workload's phases on c.Depth lanes, each with a
+// bridge of its own over client, after writing every block of the span
+// once, so that every read has known data to verify.
+func runWorkload(ctx context.Context, c *config, rep *report, client *nbd.Client, remote *disk, prog *progress) error {
+	bs := remote.bs
 	lanes := make([]*lane, c.Depth)
 	for i := range lanes {
-		d, err := newDrive(bridgeFor(c.Pipelined), client, sectors, bs, c.tuning())
+		b, err := c.newBridge(rep.Bridge, client, uint64(rep.DiskSize/512), bs)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		defer d.Close()
-		lanes[i] = newLane(d, remote, i, c.Depth, c.Seed+uint64(i)*1000003)
+		defer b.Close()
+		lanes[i] = newLane(b, remote, i, c.Depth, c.Seed+uint64(i)*1000003)
 	}
-
-	// Every block of the span is written once before the workload, so that
-	// every read has known data to verify.
-	prog.set("writing the %s span", sizeText(span))
-	fill, err := runPhase(ctx, lanes, Workload{Name: "fill", BlockSize: bs}, budget{ops: span / int64(bs)})
-	if err != nil {
-		return rep, err
-	}
-	rep.Phases = append(rep.Phases, fill)
-	for _, w := range c.phases {
-		prog.set("workload %s", w.Name)
+	prog.set("writing the %s span", sizeText(rep.Span))
+	phases := append([]Workload{{Name: "fill", BlockSize: bs}}, c.phases...)
+	for i, w := range phases {
+		if i > 0 {
+			prog.set("workload %s", w.Name)
+		}
 		b := budget{ops: (c.Bytes + int64(bs) - 1) / int64(bs)}
-		if c.Bytes == 0 {
+		switch {
+		case i == 0:
+			b = budget{ops: rep.Span / int64(bs)}
+		case c.Bytes == 0:
 			b = budget{deadline: time.Now().Add(c.Duration)}
 		}
 		res, err := runPhase(ctx, lanes, w, b)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		rep.Phases = append(rep.Phases, res)
 	}
 	for _, l := range lanes {
-		if err := l.d.flush(); err != nil {
-			return rep, err
+		if err := l.br.Flush(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	if c.Table {
-		bn, err := newBench(ctx, client, remote, bs, c.tuning(), c.Seed, sectors)
-		if err != nil {
-			return rep, err
-		}
-		defer bn.Close()
-		per, minOps := 4*c.Duration, 0
-		if c.Bytes > 0 {
-			per, minOps = 0, int(max(1, c.Bytes/int64(bs)/4))
-		}
-		if rep.Table, err = bn.measure(ctx, per, minOps, prog); err != nil {
-			return rep, err
-		}
-		for _, l := range bn.e2e {
-			if err := l.d.flush(); err != nil {
-				return rep, err
-			}
-		}
+// runTable measures Table 4 over the span: each direction for 4 times
+// -duration, or at least a quarter of -bytes' commands.
+func runTable(ctx context.Context, c *config, client *nbd.Client, rep *report, prog *progress) (*bridge.Measurement, error) {
+	prog.set("Table 4")
+	bs := c.phases[0].BlockSize
+	m := bridge.MeasureConfig{Bridge: c.bridgeConfig(client, uint64(rep.DiskSize/512), bs), Span: rep.Span, Duration: 4 * c.Duration,
+		Host: func(size int64) bridge.Host { return bridge.NewVerifier(size, bs, c.Seed) }}
+	if c.Bytes > 0 {
+		m.Duration, m.Commands = 0, int(max(1, c.Bytes/int64(bs)/4))
 	}
-	return rep, nil
+	return bridge.Measure(ctx, m)
 }
 
 func writeJSON(w io.Writer, rep *report) error {
@@ -178,7 +199,8 @@ type progress struct {
 func newProgress(w io.Writer) *progress {
 	p := &progress{w: w}
 	if f, ok := w.(*os.File); ok {
-		p.on = isTerminal(int(f.Fd()))
+		st, err := f.Stat()
+		p.on = err == nil && st.Mode()&os.ModeCharDevice != 0
 	}
 	return p
 }

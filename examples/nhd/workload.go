@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 
-	"github.com/nhdkit/nhd/checksum"
 	"github.com/nhdkit/nhd/internal/size"
 )
 
@@ -94,78 +90,4 @@ func parseSize(s string) (int64, error) {
 		return 0, errors.New("want a positive size such as 4096, 64k, 1m or 2g")
 	}
 	return v, nil
-}
-
-// Data patterns. Every block written carries a 16-byte stamp (its block
-// number and generation) followed by bytes from one of a few random
-// patterns chosen by the stamp, so a read is verified with one memcmp and
-// a stale or misplaced block is caught by its stamp. The Internet checksum
-// of every block is known without reading it (the stamp's sum joined to the
-// pattern's), so the checksum the bridge computes is checked too.
-type patterns struct {
-	bufs [][]byte
-	sums []uint16 // checksum of each pattern past the stamp
-}
-
-const numPatterns = 8
-
-func newPatterns(blockSize int, seed uint64) *patterns {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	p := &patterns{bufs: make([][]byte, numPatterns), sums: make([]uint16, numPatterns)}
-	for i := range p.bufs {
-		b := make([]byte, blockSize)
-		for j := 0; j+8 <= len(b); j += 8 {
-			binary.LittleEndian.PutUint64(b[j:], r.Uint64())
-		}
-		p.bufs[i] = b
-		p.sums[i] = checksum.Checksum(b[stampSize:], 0)
-	}
-	return p
-}
-
-const stampSize = 16
-
-func (p *patterns) index(block uint64, gen uint32) int {
-	return int((block*7 + uint64(gen)) % numPatterns)
-}
-
-func (p *patterns) pick(block uint64, gen uint32) []byte {
-	return p.bufs[p.index(block, gen)]
-}
-
-func putStamp(b []byte, block uint64, gen uint32) {
-	binary.LittleEndian.PutUint64(b, block)
-	binary.LittleEndian.PutUint64(b[8:], uint64(gen)|0x5a5a<<48)
-}
-
-// sum returns the Internet checksum of block at generation gen, computed
-// from the stamp alone.
-func (p *patterns) sum(block uint64, gen uint32) uint16 {
-	var st [stampSize]byte
-	putStamp(st[:], block, gen)
-	return checksum.Combine(checksum.Checksum(st[:], 0), p.sums[p.index(block, gen)])
-}
-
-// fill writes the content of block at generation gen into b.
-func (p *patterns) fill(b []byte, block uint64, gen uint32) {
-	copy(b[stampSize:], p.pick(block, gen)[stampSize:len(b)])
-	putStamp(b, block, gen)
-}
-
-// verify checks that b holds block at generation gen.
-func (p *patterns) verify(b []byte, block uint64, gen uint32) error {
-	gotBlock := binary.LittleEndian.Uint64(b)
-	gotGen := binary.LittleEndian.Uint64(b[8:])
-	if gotBlock != block || gotGen != uint64(gen)|0x5a5a<<48 {
-		return fmt.Errorf("block %d: read stamp (block %d, generation %#x), want (block %d, generation %d)", block, gotBlock, gotGen, block, gen)
-	}
-	want := p.pick(block, gen)[stampSize:len(b)]
-	if !bytes.Equal(b[stampSize:], want) {
-		for i := range want {
-			if b[stampSize+i] != want[i] {
-				return fmt.Errorf("block %d generation %d: byte %d reads %#02x, want %#02x", block, gen, stampSize+i, b[stampSize+i], want[i])
-			}
-		}
-	}
-	return nil
 }

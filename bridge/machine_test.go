@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestBridgeMachine drives every variant's drive with random reads, writes
+// TestBridgeMachine drives every variant's bridge with random reads, writes
 // (of one or two blocks, anywhere, so read-ahead and write-behind meet
 // overlaps, neighbours and misses) and flushes, against a plain byte slice:
 // every read returns what the model holds, and after a flush the back end
@@ -28,7 +28,7 @@ func TestBridgeMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	for _, v := range variants {
+	for _, v := range Table4() {
 		for _, be := range []struct {
 			name string
 			be   ata.Backend
@@ -38,8 +38,8 @@ func TestBridgeMachine(t *testing.T) {
 					if err := md.Trim(context.Background(), 0, blocks*bs); err != nil {
 						t.Fatal(err)
 					}
-					tu := tuning{Chunk: 2048, Ahead: rapid.IntRange(1, 4).Draw(t, "ahead")}
-					d, err := newDrive(v, be.be, blocks*bs/512, 2*bs, tu)
+					d, err := New(Config{Backend: be.be, Datapath: v.Datapath, Sectors: blocks * bs / 512, MaxCommand: 2 * bs,
+						Chunk: 2048, Depth: rapid.IntRange(1, 4).Draw(t, "ahead")})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -59,7 +59,7 @@ func TestBridgeMachine(t *testing.T) {
 								buf[i] += byte(i / 512)
 							}
 							fillByte++
-							if _, err := d.exec(true, off, buf); err != nil {
+							if err := d.Write(buf, off); err != nil {
 								t.Fatal(err)
 							}
 							copy(model[off:], buf)
@@ -67,7 +67,7 @@ func TestBridgeMachine(t *testing.T) {
 						"read": func(t *rapid.T) {
 							off, n := span(t)
 							buf := make([]byte, n)
-							if _, err := d.exec(false, off, buf); err != nil {
+							if err := d.Read(buf, off); err != nil {
 								t.Fatal(err)
 							}
 							if !bytes.Equal(buf, model[off:off+int64(n)]) {
@@ -79,7 +79,7 @@ func TestBridgeMachine(t *testing.T) {
 							off, n := span(t)
 							for k := 0; k < 3 && off+int64(n) <= blocks*bs; k++ {
 								buf := make([]byte, n)
-								if _, err := d.exec(false, off, buf); err != nil {
+								if err := d.Read(buf, off); err != nil {
 									t.Fatal(err)
 								}
 								if !bytes.Equal(buf, model[off:off+int64(n)]) {
@@ -89,7 +89,7 @@ func TestBridgeMachine(t *testing.T) {
 							}
 						},
 						"flush": func(t *rapid.T) {
-							if err := d.flush(); err != nil {
+							if err := d.Flush(); err != nil {
 								t.Fatal(err)
 							}
 							got := make([]byte, len(model))
