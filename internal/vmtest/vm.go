@@ -125,8 +125,9 @@ func (vm *VM) Module(name string, params ...string) {
 }
 
 // Program copies programs (absolute host paths) and their libraries into
-// the guest at the same paths. The guest's PATH puts /usr/sbin and
-// /usr/bin before busybox's applets.
+// the guest at the same paths. Call them by absolute path in steps: the
+// static busybox shell runs its own applet of the same name (mke2fs,
+// nbd-client ...) before looking at PATH.
 func (vm *VM) Program(paths ...string) {
 	vm.t.Helper()
 	for _, p := range paths {
