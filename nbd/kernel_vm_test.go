@@ -103,7 +103,7 @@ func TestKernelClient(t *testing.T) {
 		dev := fmt.Sprintf("/dev/nbd%d", i)
 		c := disks[name]
 		vm.Step(name+"/connect", fmt.Sprintf(nbdClient+" -N %s 10.0.2.2 %d %s -b 4096\ncat /sys/block/nbd%d/size\n", name, port, dev, i))
-		steps := vm.DiskSteps(name, dev, 16)
+		steps := vm.DiskSteps(name, dev, 16, false)
 		var trimsBefore, trimsAfter, flushesBefore, flushesAfter int64
 		steps.Write.OnEnd = func() { trimsBefore, flushesBefore = c.trims.Load(), c.flushes.Load() }
 		steps.Trim.OnEnd = func() { trimsAfter = c.trims.Load() }

@@ -69,6 +69,7 @@ type VM struct {
 	loaded  map[string]bool
 	setup   []string
 	args    []string
+	wrap    []string
 	steps   []*Step
 	console lineLog
 }
@@ -156,6 +157,11 @@ func (vm *VM) Setup(lines ...string) { vm.setup = append(vm.setup, lines...) }
 
 // QEMU adds arguments to the QEMU command line (devices, drives, netdevs).
 func (vm *VM) QEMU(args ...string) { vm.args = append(vm.args, args...) }
+
+// Wrap runs QEMU under a command prefix, for example ip netns exec NS to
+// put it in a network namespace the test made. The prefix must exec QEMU
+// in the same process (process-group kill then stops QEMU too).
+func (vm *VM) Wrap(prefix ...string) { vm.wrap = prefix }
 
 // UserNet gives the guest an e1000 NIC eth0 on QEMU user networking with
 // address 10.0.2.15; 10.0.2.2 in the guest is the host's 127.0.0.1.
@@ -263,7 +269,8 @@ func (vm *VM) boot(initrd string) error {
 		"-kernel", vm.Kernel.Image, "-initrd", initrd,
 		"-append", "console=ttyS0 quiet panic=-1"}
 	args = append(args, vm.args...)
-	cmd := exec.Command(vm.QEMUBin, args...)
+	argv := append(append(vm.wrap[:len(vm.wrap):len(vm.wrap)], vm.QEMUBin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
