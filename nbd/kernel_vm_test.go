@@ -57,7 +57,8 @@ func ext4Magic(t *testing.T, b nbd.Backend) uint16 {
 
 // TestKernelClient puts Linux's NBD client (nbd.ko driven by nbd-client)
 // in a QEMU guest on a memory export and a file export of nbd.Server, and
-// runs a filesystem through both: ext4, data and metadata, fstrim (TRIM
+// QEMU's NBD client behind its IDE disk (Linux's libata on top) on a third
+// export, and runs a filesystem through each: ext4, data and metadata, fstrim (TRIM
 // must reach the backend), sync (FLUSH must), unmount, e2fsck -f -n clean,
 // every file's checksum verified after a remount.
 func TestKernelClient(t *testing.T) {
@@ -68,7 +69,7 @@ func TestKernelClient(t *testing.T) {
 	testenv.Need(t, "mke2fs", "e2fsprogs")
 	vm := vmtest.New(t)
 
-	const size = 256 << 20
+	const size = 128 << 20
 	f, err := os.Create(filepath.Join(t.TempDir(), "disk.img"))
 	if err != nil {
 		t.Fatal(err)
@@ -83,10 +84,12 @@ func TestKernelClient(t *testing.T) {
 	disks := map[string]*countingDisk{
 		"mem":  {inner: nbd.NewMemDisk(size)},
 		"file": {inner: fd},
+		"ide":  {inner: nbd.NewMemDisk(size)},
 	}
 	srv := &nbd.Server{Exports: []nbd.Export{
 		{Name: "mem", Backend: disks["mem"]},
 		{Name: "file", Backend: disks["file"]},
+		{Name: "ide", Backend: disks["ide"]},
 	}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -99,11 +102,24 @@ func TestKernelClient(t *testing.T) {
 	vm.UserNet()
 	vm.Module("nbd", "nbds_max=4")
 	vm.Program(nbdClient)
-	for i, name := range []string{"mem", "file"} {
+	// QEMU's own NBD client holds the "ide" export as the primary master
+	// of the PIIX IDE controller, which Linux's libata drives.
+	vm.QEMU("-drive", fmt.Sprintf("file=nbd:127.0.0.1:%d:exportname=ide,if=ide,format=raw,discard=unmap,cache=writeback", port))
+	vm.Module("ata_piix")
+	vm.Module("sd_mod")
+	for i, name := range []string{"mem", "file", "ide"} {
 		dev := fmt.Sprintf("/dev/nbd%d", i)
+		if name == "ide" {
+			dev = "/dev/sda"
+			vm.Step(name+"/probe", `i=0
+while [ ! -b /dev/sda ]; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done
+cat /sys/block/sda/device/model /sys/block/sda/size /sys/block/sda/queue/discard_max_bytes
+`)
+		} else {
+			vm.Step(name+"/connect", fmt.Sprintf(nbdClient+" -N %s 10.0.2.2 %d %s -b 4096\ncat /sys/block/nbd%d/size\n", name, port, dev, i))
+		}
 		c := disks[name]
-		vm.Step(name+"/connect", fmt.Sprintf(nbdClient+" -N %s 10.0.2.2 %d %s -b 4096\ncat /sys/block/nbd%d/size\n", name, port, dev, i))
-		steps := vm.DiskSteps(name, dev, 16, false)
+		steps := vm.DiskSteps(name, dev, 8, false)
 		var trimsBefore, trimsAfter, flushesBefore, flushesAfter int64
 		steps.Write.OnEnd = func() { trimsBefore, flushesBefore = c.trims.Load(), c.flushes.Load() }
 		steps.Trim.OnEnd = func() { trimsAfter = c.trims.Load() }
@@ -118,7 +134,9 @@ func TestKernelClient(t *testing.T) {
 				t.Errorf("sync sent no FLUSH to the backend (%d before the trim step, %d after sync)", flushesBefore, flushesAfter)
 			}
 		}
-		vm.Step(name+"/disconnect", nbdClient+" -d "+dev)
+		if name != "ide" {
+			vm.Step(name+"/disconnect", nbdClient+" -d "+dev)
+		}
 	}
 	vm.Run()
 	for name, c := range disks {

@@ -60,7 +60,7 @@ type VM struct {
 	Kernel  Kernel
 	QEMUBin string
 	// Memory in MiB (default 1024), Timeout for the whole boot and every
-	// step (default 4 minutes). The guest has one CPU, emulated by TCG.
+	// step (default 6 minutes). The guest has one CPU, emulated by TCG.
 	Memory  int
 	Timeout time.Duration
 
@@ -86,7 +86,7 @@ func New(t *testing.T) *VM {
 	if err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
-	vm := &VM{t: t, Kernel: k, QEMUBin: qemu, Memory: 1024, Timeout: 4 * time.Minute, loaded: map[string]bool{}}
+	vm := &VM{t: t, Kernel: k, QEMUBin: qemu, Memory: 1024, Timeout: 6 * time.Minute, loaded: map[string]bool{}}
 	data, err := os.ReadFile(busybox)
 	if err != nil {
 		t.Fatal(err)
