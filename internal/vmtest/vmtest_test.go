@@ -106,6 +106,9 @@ func TestLddPaths(t *testing.T) {
 
 // TestBoot boots the guest, runs commands and checks what they print.
 func TestBoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a virtual machine")
+	}
 	vm := New(t)
 	vm.Module("ext4")
 	vm.Step("uname", "uname -r").Check = func(t *testing.T, out string) {
