@@ -53,15 +53,14 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 		err = host.Exec(&c, data)
 	}
 	length := ATADataOffset
-	var ae *ata.Error
-	switch {
+	switch ae, isATA := asATAError(err); {
 	case err == nil:
 		out.CmdStatus = host.Port.ReadReg(ata.RegStatus)
 		out.ErrFeature = host.Port.ReadReg(ata.RegError)
 		if !c.ToDevice() {
 			length += int(n)
 		}
-	case errors.As(err, &ae):
+	case isATA:
 		out.CmdStatus, out.ErrFeature, out.SectorCount = uint8(ae.Status), uint8(ae.Err), a.SectorCount
 		if ae.LBA != 0 {
 			out.LBA = ae.LBA
@@ -73,6 +72,17 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 	h.Put(reply)
 	out.Put(reply)
 	return pad(reply, length)
+}
+
+// asATAError is errors.As for *ata.Error, kept out of execATA so that the
+// success path does not allocate the target variable.
+func asATAError(err error) (*ata.Error, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var ae *ata.Error
+	ok := errors.As(err, &ae)
+	return ae, ok
 }
 
 // errorReply builds a header-only reply with FlagError and code e.

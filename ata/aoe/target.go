@@ -32,7 +32,7 @@ type Target struct {
 	mac        MAC
 	maxSectors int
 	frameSize  int
-	free       chan []byte
+	free       chan *request // requests with their frame buffers, reused
 }
 
 type request struct {
@@ -66,7 +66,7 @@ func (t *Target) Serve(ctx context.Context) error {
 		t.announce(d)
 	}
 	for {
-		r := &request{buf: <-t.free}
+		r := <-t.free
 		n, err := t.Transport.ReadFrame(r.buf[:cap(r.buf)])
 		if err != nil {
 			if ctx.Err() != nil {
@@ -76,7 +76,7 @@ func (t *Target) Serve(ctx context.Context) error {
 		}
 		r.buf = r.buf[:n]
 		if !t.handle(r) {
-			t.free <- r.buf[:0]
+			t.free <- r
 		}
 	}
 }
@@ -98,9 +98,9 @@ func (t *Target) init() error {
 		return errors.New("aoe: MTU too small for one sector")
 	}
 	t.frameSize = max(14+t.Transport.MTU(), MinFrameSize)
-	t.free = make(chan []byte, buffers)
+	t.free = make(chan *request, buffers)
 	for range buffers {
-		t.free <- make([]byte, 0, t.frameSize)
+		t.free <- &request{buf: make([]byte, 0, t.frameSize)}
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func (t *Target) work(d *Disk, host *ata.Host) {
 		if err := t.Transport.WriteFrame(reply[:n]); err != nil {
 			t.log("aoe: write", "err", err)
 		}
-		t.free <- r.buf[:0]
+		t.free <- r
 	}
 }
 

@@ -23,7 +23,8 @@ func FuzzTarget(f *testing.F) {
 			t.Fatal(err)
 		}
 		d.queue = make(chan *request, 1)
-		r := &request{buf: append(<-tg.free, frame...)}
+		r := <-tg.free
+		r.buf = append(r.buf[:0], frame...)
 		if len(r.buf) > tg.frameSize {
 			r.buf = r.buf[:tg.frameSize]
 		}

@@ -15,6 +15,8 @@
 //
 // Networking is QEMU's own and needs no privileges: UserNet gives the
 // guest 10.0.2.15 with the host's loopback at 10.0.2.2; Ethernet segments
-// between the guest and a test go over a -netdev dgram unix socket (see
-// Datagram). Tests reach no other address.
+// between the guest and a test go over a -netdev dgram unix socket (QEMU
+// arguments added with VM.QEMU; ata/aoe's UnixgramConn is the other end),
+// or over a tap device in a network namespace the test makes (VM.Wrap
+// runs QEMU inside it). Tests reach no other address.
 package vmtest
