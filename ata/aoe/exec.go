@@ -11,6 +11,9 @@ import (
 // straight in the reply frame and write data is taken straight from the
 // request frame. maxSectors is what one frame carries.
 //
+// READ/WRITE SECTORS (EXT) run as READ/WRITE DMA (EXT) when the host has
+// a bus master (see dmaVariant).
+//
 // Commands the device ends in error, and data commands longer than a
 // frame, are answered with the ATA status and error registers (as Linux
 // wants: it fails the request at once); only a write whose data is
@@ -50,6 +53,9 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 		}
 	}
 	if err == nil {
+		if host.BusMaster != nil {
+			c.Op = dmaVariant(c.Op)
+		}
 		err = host.Exec(&c, data)
 	}
 	length := ATADataOffset
@@ -72,6 +78,25 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 	h.Put(reply)
 	out.Put(reply)
 	return pad(reply, length)
+}
+
+// dmaVariant maps the PIO sector commands Linux's aoe driver sends to the
+// DMA commands of the same addressing, so that a frame's sectors move in
+// one backend call instead of one per 512-byte DRQ block. Both go through
+// the device's registers and state machine and end with the same status
+// and error bits.
+func dmaVariant(op ata.Opcode) ata.Opcode {
+	switch op {
+	case ata.CmdReadSectors, ata.CmdReadSectorsNoRetry:
+		return ata.CmdReadDMA
+	case ata.CmdReadSectorsExt:
+		return ata.CmdReadDMAExt
+	case ata.CmdWriteSectors, ata.CmdWriteSectorsNoRetry:
+		return ata.CmdWriteDMA
+	case ata.CmdWriteSectorsExt:
+		return ata.CmdWriteDMAExt
+	}
+	return op
 }
 
 // asATAError is errors.As for *ata.Error, kept out of execATA so that the

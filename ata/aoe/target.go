@@ -111,13 +111,14 @@ func (t *Target) log(msg string, args ...any) {
 	}
 }
 
-// handle dispatches one frame; it reports whether the frame's buffer was
-// handed to a worker (which then returns it to the pool).
+// handle dispatches one frame; it reports whether the request was handed
+// to a worker (which then owns it, and returns it to the pool). An ATA
+// command goes to the first disk it addresses; the other commands to every
+// disk they address (a broadcast query config gets one reply per disk).
 func (t *Target) handle(r *request) bool {
 	if ParseHeader(r.buf, &r.h) != nil || r.h.Flags.Has(FlagResponse) {
 		return false
 	}
-	queued := false
 	for _, d := range t.Disks {
 		if !Matches(r.h.Major, r.h.Minor, d.Shelf, d.Slot) {
 			continue
@@ -126,13 +127,12 @@ func (t *Target) handle(r *request) bool {
 			t.log("aoe: dropped, not in the MAC mask", "src", r.h.Src, "disk", d.Slot)
 			continue
 		}
-		if r.h.Command == CmdATA && !queued && r.h.Version == Version {
-			queued = t.queueATA(d, r)
-			continue
+		if r.h.Command == CmdATA && r.h.Version == Version {
+			return t.queueATA(d, r) // r is the worker's from here on
 		}
 		t.control(d, r)
 	}
-	return queued
+	return false
 }
 
 // queueATA hands an ATA request to d's workers, or answers it at once if
