@@ -187,7 +187,7 @@ func TestIdentifyHdparm(t *testing.T) {
 	info := ata.DeviceInfo{
 		Model: "NHD Network Hard Disk", Serial: "NHD-SERIAL-42", Firmware: "NHD1.0",
 		Sectors: 3_000_000_000, TRIM: true, WriteCache: true, RotationRate: ata.NonRotating,
-		PhysicalSectorSize: 4096,
+		PhysicalSectorSize: 4096, WWN: 0x5000C500A1B2C3D4, TrimZeroes: true,
 	}
 	eng := &ata.BufferDMA{}
 	d, err := ata.NewDevice(ata.Config{Info: info, Backend: nullDisk{}, DMA: eng})
@@ -234,6 +234,9 @@ func TestIdentifyHdparm(t *testing.T) {
 		`\*\s+Data Set Management TRIM supported \(limit 8 blocks\)`,
 		`R/W multiple sector transfer: Max = 16\s+Current = 16`,
 		`Checksum: correct`,
+		`\*\s+SMART feature set`,
+		`Logical Unit WWN Device Identifier: 5000c500a1b2c3d4`,
+		`Deterministic read ZEROs after TRIM`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("hdparm output lacks %q", re)
