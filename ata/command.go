@@ -59,8 +59,14 @@ type Command struct {
 // Name returns the command's name, for example "READ DMA EXT".
 func (c *Command) Name() string { return c.Op.String() }
 
-// Protocol returns how the command moves its data.
-func (c *Command) Protocol() Protocol { return c.Op.Protocol() }
+// Protocol returns how the command moves its data (for SMART it depends
+// on the subcommand in Features).
+func (c *Command) Protocol() Protocol {
+	if c.smartDataIn() {
+		return ProtocolPIOIn
+	}
+	return c.Op.Protocol()
+}
 
 // FUA reports whether the command forces its data to stable storage.
 func (c *Command) FUA() bool { return c.Op.FUA() }
@@ -70,10 +76,11 @@ func (c *Command) ToDevice() bool { return c.Op.ToDevice() }
 
 // Bytes returns the size of the command's data phase given the logical
 // sector size: Count sectors for reads and writes, 512 for IDENTIFY
-// DEVICE, Count 512-byte blocks for DATA SET MANAGEMENT, 0 otherwise.
+// DEVICE and SMART READ DATA/THRESHOLDS, Count 512-byte blocks for DATA
+// SET MANAGEMENT, 0 otherwise.
 func (c *Command) Bytes(sectorSize int) int64 {
 	switch {
-	case c.Op == CmdIdentifyDevice:
+	case c.Op == CmdIdentifyDevice, c.smartDataIn():
 		return 512
 	case c.Op == CmdDataSetManagement:
 		return int64(c.Count) * 512

@@ -149,8 +149,12 @@ func (d *Device) Status() Status { return d.status }
 func (d *Device) Error() ErrorBits { return d.errReg }
 
 // INTRQ reports whether the interrupt line is asserted: an interrupt is
-// pending and nIEN is clear. Reading the status register clears it.
-func (d *Device) INTRQ() bool { return d.intrq && d.ctl&ControlNIEN == 0 }
+// pending, nIEN is clear and this device (device 0) is selected; while
+// the absent device 1 is selected the line is released (ATA-7: a device
+// not selected keeps INTRQ in high impedance) and the pending interrupt
+// shows again when device 0 is selected. Reading the status register
+// clears it.
+func (d *Device) INTRQ() bool { return d.intrq && d.ctl&ControlNIEN == 0 && d.selected() }
 
 // Command returns the last command the device accepted.
 func (d *Device) Command() Command { return d.cmd }

@@ -116,6 +116,12 @@ func (d *Device) dispatch() {
 		d.succeed()
 	case CmdIdle, CmdIdleImmediate, CmdRecalibrate:
 		d.succeed()
+	case CmdSMART:
+		d.smart()
+	case CmdSecurityFreezeLock:
+		// No security feature set to freeze; succeeds as on QEMU, since
+		// hosts send it at boot.
+		d.succeed()
 	case CmdExecuteDeviceDiagnostic:
 		d.signature()
 		d.step(EvComplete)

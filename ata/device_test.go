@@ -30,7 +30,7 @@ func TestCommandEndings(t *testing.T) {
 		status ata.Status
 		err    ata.ErrorBits
 	}{
-		{"unsupported SMART", ata.Command{Op: ata.CmdSMART, Features: 0xD0}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
+		{"SMART without its key", ata.Command{Op: ata.CmdSMART, Features: 0xD8}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
 		{"unknown opcode", ata.Command{Op: 0x5A}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
 		{"NOP aborts", ata.Command{Op: ata.CmdNOP}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},
 		{"SET FEATURES unknown subcommand", ata.Command{Op: ata.CmdSetFeatures, Features: 0x55}, ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT},

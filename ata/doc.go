@@ -27,7 +27,8 @@
 //     SET FEATURES, SET MULTIPLE MODE, FLUSH CACHE (EXT), DATA SET
 //     MANAGEMENT TRIM, READ NATIVE MAX ADDRESS (EXT), power management,
 //     EXECUTE DEVICE DIAGNOSTIC, INITIALIZE DEVICE PARAMETERS, SEEK,
-//     RECALIBRATE, NOP.
+//     RECALIBRATE, SMART (ENABLE/DISABLE OPERATIONS, RETURN STATUS, READ
+//     DATA and READ THRESHOLDS), SECURITY FREEZE LOCK, NOP.
 //   - DMA: the bus-master seam the dma package implements (this package
 //     does not import it), and BufferDMA, a simple engine over one buffer.
 //     A backend with AsyncReaderAt/AsyncWriterAt (an *nbd.Client) keeps

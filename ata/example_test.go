@@ -91,7 +91,7 @@ func ExampleDeviceInfo_Identify() {
 	fmt.Printf("%s", id.AppendHex(nil)[:40])
 	// Output:
 	// model "NHD" LBA28 268435455 LBA48 536870912
-	// word 255 d2a5, byte sum 0, TRIM true
+	// word 255 d0a5, byte sum 0, TRIM true
 	// 0040 3fff c837 0010 0000 0000 003f 0000
 }
 
@@ -110,12 +110,12 @@ func ExampleError() {
 	err = host.Exec(&c, make([]byte, 8*512))
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, ata.ErrIDNotFound))
-	c = ata.Command{Op: ata.CmdSMART, Features: 0xD0}
+	c = ata.Command{Op: ata.CmdSetMaxAddress}
 	fmt.Println(host.Exec(&c, nil))
 	// Output:
 	// ata: READ SECTORS EXT: status DRDY|ERR error IDNF|ABRT at LBA 64
 	// true
-	// ata: SMART: status DRDY|ERR error ABRT
+	// ata: SET MAX ADDRESS: status DRDY|ERR error ABRT
 }
 
 // The state machine's table.
@@ -161,7 +161,7 @@ func ExampleDevice() {
 	fmt.Println("status", ata.Status(dev.ReadReg(ata.RegAltStatus)), "state", dev.State())
 
 	// The same device refuses an unsupported command.
-	dev.WriteReg(ata.RegCommand, uint8(ata.CmdSMART))
+	dev.WriteReg(ata.RegCommand, uint8(ata.CmdSetMaxAddress))
 	fmt.Println("status", ata.Status(dev.ReadReg(ata.RegStatus)), "error", ata.ErrorBits(dev.ReadReg(ata.RegError)))
 	// Output:
 	// INTRQ true state PIO in

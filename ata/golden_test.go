@@ -65,7 +65,7 @@ var goldenFIS = []struct {
 		ata.Geometry{}, "27 80 EA 00 00 00 00 40 00 00 00 00 00 00 00 00 00 00 00 00"},
 	{"CHECK POWER MODE", ata.Command{Op: ata.CmdCheckPowerMode},
 		ata.Geometry{}, "27 80 E5 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"},
-	{"SMART READ DATA (unsupported, raw)", ata.Command{Op: ata.CmdSMART, Features: 0xD0, LBA: 0xC24F00},
+	{"SMART READ DATA", ata.Command{Op: ata.CmdSMART, Features: 0xD0, LBA: 0xC24F00},
 		ata.Geometry{}, "27 80 B0 D0 00 4F C2 00 00 00 00 00 00 00 00 00 00 00 00 00"},
 }
 

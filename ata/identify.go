@@ -44,11 +44,12 @@ const (
 	IDMWDMACycleRec   = 66  // ns
 	IDPIOCycleMin     = 67  // ns, without IORDY
 	IDPIOCycleIORDY   = 68  // ns, with IORDY
+	IDAddSupported    = 69  // bit 14 deterministic read after TRIM, bit 5 zeroes after TRIM
 	IDMajorVersion    = 80  // bitmap of ATA/ACS versions
 	IDMinorVersion    = 81  //
-	IDCmdSet1         = 82  // supported: bit 14 NOP, 5 write cache, 3 power management
+	IDCmdSet1         = 82  // supported: bit 14 NOP, 5 write cache, 3 power management, 0 SMART
 	IDCmdSet2         = 83  // supported: 15:14 = 01b, 13 FLUSH EXT, 12 FLUSH, 10 LBA48
-	IDCmdSetExt       = 84  // supported: 15:14 = 01b, 6 FUA
+	IDCmdSetExt       = 84  // supported: 15:14 = 01b, 8 WWN, 6 FUA
 	IDCmdEnabled1     = 85  // enabled, as word 82
 	IDCmdEnabled2     = 86  // enabled, as word 83 (bits 15:14 reserved)
 	IDCmdEnabledExt   = 87  // enabled, as word 84
@@ -56,6 +57,7 @@ const (
 	IDHWReset         = 93  // 15:13 = 011b: 80-conductor cable; bit 0 device 0
 	IDLBA48Capacity   = 100 // words 100-103: LBA48 capacity
 	IDMaxDSMBlocks    = 105 // max 512-byte blocks of DSM range entries
+	IDWWN             = 108 // words 108-111: World Wide Name, word 108 first (NAA in 15:12)
 	IDSectorSize      = 106 // 15:14 = 01b, 13 multiple logical per physical, 12 logical > 256 words, 3:0 log2 ratio
 	IDLogicalSize     = 117 // words 117-118: logical sector size in words
 	IDDSM             = 169 // bit 0: DATA SET MANAGEMENT TRIM supported
@@ -91,6 +93,14 @@ type DeviceInfo struct {
 	// TRIM advertises DATA SET MANAGEMENT TRIM (word 169 bit 0). The device
 	// needs a backend with a Trim method and a DMA engine to honour it.
 	TRIM bool
+	// TrimZeroes says trimmed sectors read back as zeroes (the backend
+	// guarantees it, as nbd.MemDisk does): with TRIM, word 69 bits 14
+	// (deterministic read after TRIM) and 5 (zeroes after TRIM).
+	TrimZeroes bool
+	// WWN is the World Wide Name of words 108-111 (word 84/87 bit 8); 0
+	// means none. Its top nibble is the NAA and must be 5 (IEEE
+	// registered), as ACS-3 requires.
+	WWN uint64
 	// WriteCache says the device has a volatile write cache (word 82 bit 5);
 	// it is enabled at power-on and switched by SET FEATURES 02h/82h. With
 	// it disabled every write is flushed before it completes.
@@ -193,6 +203,9 @@ func (info *DeviceInfo) Validate() error {
 	if info.SWDMAModes > 7 || info.MWDMAModes > 7 || info.UDMAModes > 0x7F {
 		return bad("DMA mode masks out of range")
 	}
+	if info.WWN != 0 && info.WWN>>60 != 5 {
+		return bad("WWN must have NAA 5 in its top nibble")
+	}
 	return nil
 }
 
@@ -207,6 +220,7 @@ type settings struct {
 	multiple   uint8 // current multiple count, 0 = disabled
 	dmaMode    uint8 // selected DMA transfer-mode code, 0 = none
 	geom       Geometry
+	smartOff   bool // SMART DISABLE OPERATIONS was the last SMART switch
 }
 
 func (info *DeviceInfo) powerOn() settings {
@@ -314,8 +328,11 @@ func (info *DeviceInfo) fillTransfer(id *Identify, s *settings) {
 // enabled, TRIM and the rotation rate.
 func (info *DeviceInfo) fillFeatures(id *Identify, s *settings) {
 	id[IDMajorVersion] = 0x01F0 // ATA-4 .. ATA8-ACS
-	set1 := uint16(0x4008)      // NOP, power management
+	set1 := uint16(0x4009)      // NOP, power management, SMART
 	en1 := set1
+	if s.smartOff {
+		en1 &^= 0x0001
+	}
 	if info.WriteCache {
 		set1 |= 0x0020
 		if s.writeCache {
@@ -325,10 +342,20 @@ func (info *DeviceInfo) fillFeatures(id *Identify, s *settings) {
 	id[IDCmdSet1], id[IDCmdEnabled1] = set1, en1
 	id[IDCmdSet2], id[IDCmdEnabled2] = 0x7400, 0x3400
 	id[IDCmdSetExt], id[IDCmdEnabledExt] = 0x4040, 0x4040
+	if info.WWN != 0 {
+		id[IDCmdSetExt] |= 0x0100
+		id[IDCmdEnabledExt] |= 0x0100
+		for i := range 4 {
+			id[IDWWN+i] = uint16(info.WWN >> (48 - 16*i))
+		}
+	}
 	id[IDHWReset] = 0x6001
 	if info.TRIM {
 		id[IDDSM] = 0x0001
 		id[IDMaxDSMBlocks] = MaxDSMBlocks
+		if info.TrimZeroes {
+			id[IDAddSupported] = 0x4020
+		}
 	}
 	id[IDRotationRate] = info.RotationRate
 }

@@ -56,10 +56,10 @@ func TestIdentifyWords(t *testing.T) {
 		67:  120,
 		68:  120,
 		80:  0x01F0,
-		82:  0x4028,
+		82:  0x4029,
 		83:  0x7400,
 		84:  0x4040,
-		85:  0x4028,
+		85:  0x4029,
 		86:  0x3400,
 		87:  0x4040,
 		88:  0x407F, // UDMA 0-6 supported, UDMA6 selected
@@ -123,7 +123,7 @@ func TestIdentifySmallAndOptions(t *testing.T) {
 		47: 0x8008, 59: 0x0108,
 		106: 0x5000, 117: 2048, 118: 0, // 4096-byte logical sectors = 2048 words
 		62: 0x0007, 63: 0x0407, 88: 0, 53: 0x0003, // MWDMA2 selected, no UDMA
-		82: 0x4008, 85: 0x4008, 169: 0, 105: 0, 217: 0,
+		82: 0x4009, 85: 0x4009, 169: 0, 105: 0, 217: 0,
 		1: 4, 54: 4, // 5000/1008 cylinders
 	}
 	for w, v := range checks {
@@ -187,7 +187,7 @@ func TestIdentifyHdparm(t *testing.T) {
 	info := ata.DeviceInfo{
 		Model: "NHD Network Hard Disk", Serial: "NHD-SERIAL-42", Firmware: "NHD1.0",
 		Sectors: 3_000_000_000, TRIM: true, WriteCache: true, RotationRate: ata.NonRotating,
-		PhysicalSectorSize: 4096,
+		PhysicalSectorSize: 4096, WWN: 0x5000C500A1B2C3D4, TrimZeroes: true,
 	}
 	eng := &ata.BufferDMA{}
 	d, err := ata.NewDevice(ata.Config{Info: info, Backend: nullDisk{}, DMA: eng})
@@ -234,6 +234,9 @@ func TestIdentifyHdparm(t *testing.T) {
 		`\*\s+Data Set Management TRIM supported \(limit 8 blocks\)`,
 		`R/W multiple sector transfer: Max = 16\s+Current = 16`,
 		`Checksum: correct`,
+		`\*\s+SMART feature set`,
+		`Logical Unit WWN Device Identifier: 5000c500a1b2c3d4`,
+		`Deterministic read ZEROs after TRIM`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("hdparm output lacks %q", re)

@@ -349,7 +349,7 @@ func (mc *machine) identify(t *rapid.T) {
 		62: sel(m.dmaMode, ata.XferSWDMA0),
 		63: 0x0007 | sel(m.dmaMode, ata.XferMWDMA0),
 		88: 0x007F | sel(m.dmaMode, ata.XferUDMA0),
-		85: 0x4008 | wc,
+		85: 0x4009 | wc, // NOP, power management, SMART enabled
 		60: machineSectors, 100: machineSectors,
 	}
 	for w, v := range want {

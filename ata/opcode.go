@@ -170,12 +170,12 @@ var ops = [256]opInfo{
 	CmdDownloadMicrocode:        {"DOWNLOAD MICROCODE", ProtocolPIOOut, unsup | fWrite},
 	CmdPacket:                   {"PACKET", ProtocolPIOOut, unsup},
 	CmdIdentifyPacketDevice:     {"IDENTIFY PACKET DEVICE", ProtocolPIOIn, unsup},
-	CmdSMART:                    {"SMART", ProtocolNonData, unsup},
+	CmdSMART:                    {"SMART", ProtocolNonData, nondata}, // READ DATA/THRESHOLDS: PIO in, see Command.Protocol
 	CmdSecuritySetPassword:      {"SECURITY SET PASSWORD", ProtocolPIOOut, unsup | fWrite},
 	CmdSecurityUnlock:           {"SECURITY UNLOCK", ProtocolPIOOut, unsup | fWrite},
 	CmdSecurityErasePrepare:     {"SECURITY ERASE PREPARE", ProtocolNonData, unsup},
 	CmdSecurityEraseUnit:        {"SECURITY ERASE UNIT", ProtocolPIOOut, unsup | fWrite},
-	CmdSecurityFreezeLock:       {"SECURITY FREEZE LOCK", ProtocolNonData, unsup},
+	CmdSecurityFreezeLock:       {"SECURITY FREEZE LOCK", ProtocolNonData, nondata},
 	CmdSecurityDisablePasswd:    {"SECURITY DISABLE PASSWORD", ProtocolPIOOut, unsup | fWrite},
 	CmdSetMaxAddress:            {"SET MAX ADDRESS", ProtocolNonData, unsup},
 }

@@ -65,8 +65,8 @@ func TestCommandSetSupported(t *testing.T) {
 			n++
 		}
 	}
-	if n != 41 {
-		t.Errorf("%d supported opcodes, want 41", n)
+	if n != 43 { // 41, then SMART and SECURITY FREEZE LOCK
+		t.Errorf("%d supported opcodes, want 43", n)
 	}
 }
 
