@@ -257,7 +257,7 @@ func (q *Queue) Exec(ctx context.Context, cmd *Command, data []byte) (cpl Comple
 	default:
 		st = q.ctrl.sub.io(ctx, cmd, data)
 	}
-	cpl.Status = st
+	cpl.Status, cpl.SQID = st, q.id
 	if !st.Success() && q.ctrl != nil {
 		q.ctrl.logError(q.id, cmd, st)
 	}

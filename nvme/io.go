@@ -102,14 +102,18 @@ func (ns *namespace) dsm(ctx context.Context, cmd *Command, data []byte) Status 
 	if ns.ReadOnly {
 		return StatusNamespaceProtected | StatusDNR
 	}
-	t, ok := ns.Backend.(nbd.Trimmer)
-	for i := range nr {
+	for i := range nr { // check every range before changing any
 		var r DSMRange
 		r.Parse((*[DSMRangeSize]byte)(data[i*DSMRangeSize:]))
 		if r.LBA >= ns.blocks || uint64(r.Blocks) > ns.blocks-r.LBA {
 			return StatusLBAOutOfRange | StatusDNR
 		}
-		if ok && r.Blocks > 0 {
+	}
+	t, ok := ns.Backend.(nbd.Trimmer)
+	for i := 0; ok && i < nr; i++ {
+		var r DSMRange
+		r.Parse((*[DSMRangeSize]byte)(data[i*DSMRangeSize:]))
+		if r.Blocks > 0 {
 			if err := t.Trim(ctx, int64(r.LBA<<ns.shift), int64(r.Blocks)<<ns.shift); err != nil {
 				return StatusOf(err)
 			}
