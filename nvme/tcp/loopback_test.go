@@ -1,0 +1,171 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nhdkit/nhd/nbd"
+	"github.com/nhdkit/nhd/nvme"
+)
+
+const testNQN = "nqn.2026-01.io.nhd:loopback"
+
+// startServer serves disk as namespace 1 of testNQN on a loopback port.
+func startServer(t testing.TB, disk nbd.Backend, bs int) (*Server, string) {
+	t.Helper()
+	f := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: disk, BlockSize: bs}}}}}
+	s := &Server{Fabric: f}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	return s, l.Addr().String()
+}
+
+func dialTest(t testing.TB, addr string, cfg *Config) *Host {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := Dial(ctx, addr, testNQN, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func TestLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		hd, dd bool
+		bs     int
+	}{
+		{"plain", false, false, 512},
+		{"header digest", true, false, 4096},
+		{"data digest", false, true, 512},
+		{"both digests", true, true, 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const size = 8 << 20
+			disk := nbd.NewMemDisk(size)
+			_, addr := startServer(t, disk, tc.bs)
+			h := dialTest(t, addr, &Config{IOQueues: 3, QueueDepth: 16, HeaderDigest: tc.hd, DataDigest: tc.dd})
+			if h.Size() != size || h.BlockSize() != tc.bs || h.IOQueues() != 3 {
+				t.Fatalf("size %d block %d queues %d", h.Size(), h.BlockSize(), h.IOQueues())
+			}
+			model := make([]byte, size)
+			rng := rand.New(rand.NewPCG(1, uint64(tc.bs)))
+			// Writes of every size class: in-capsule, one R2T, several commands.
+			for _, n := range []int{tc.bs, 8192, 64 << 10, 128 << 10, 1 << 20} {
+				off := int64(rng.IntN((size-n)/tc.bs)) * int64(tc.bs)
+				buf := make([]byte, n)
+				for i := range buf {
+					buf[i] = byte(rng.Uint32())
+				}
+				if _, err := h.WriteAt(buf, off); err != nil {
+					t.Fatalf("write %d at %d: %v", n, off, err)
+				}
+				copy(model[off:], buf)
+			}
+			// Many readers at once on every queue.
+			var wg sync.WaitGroup
+			errs := make(chan error, 32)
+			for g := range 32 {
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(uint64(g), 7))
+					for range 20 {
+						n := (1 + r.IntN(64)) * tc.bs
+						off := int64(r.IntN((size-n)/tc.bs)) * int64(tc.bs)
+						buf := make([]byte, n)
+						if _, err := h.ReadAt(buf, off); err != nil {
+							errs <- err
+							return
+						}
+						if !bytes.Equal(buf, model[off:off+int64(n)]) {
+							errs <- errors.New("read differs from what was written")
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if err := h.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.WriteZeroes(context.Background(), 0, 256<<10, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Trim(context.Background(), 1<<20, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			clear(model[:256<<10])
+			clear(model[1<<20 : 2<<20])
+			got := make([]byte, size)
+			if _, err := h.ReadAt(got, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, model) {
+				t.Fatal("whole disk differs from the model")
+			}
+			disk2 := make([]byte, size)
+			disk.ReadAt(disk2, 0)
+			if !bytes.Equal(disk2, model) {
+				t.Fatal("backend differs from the model")
+			}
+		})
+	}
+}
+
+func TestLoopbackErrors(t *testing.T) {
+	_, addr := startServer(t, nbd.NewMemDisk(1<<20), 512)
+	h := dialTest(t, addr, &Config{IOQueues: 1})
+	if _, err := h.ReadAt(make([]byte, 100), 0); !errors.Is(err, ErrUnaligned) || !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("unaligned read: %v", err)
+	}
+	if n, err := h.ReadAt(make([]byte, 1024), 1<<20-512); n != 512 || err != io.EOF {
+		t.Fatalf("read across the end: %d %v", n, err)
+	}
+	if _, err := h.WriteAt(make([]byte, 1024), 1<<20-512); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write across the end: %v", err)
+	}
+	// Commands the host does not check locally come back as statuses.
+	cmd := nvme.Command{Opcode: nvme.OpRead, NSID: 1}
+	cmd.SetRange(1<<20/512, 1)
+	cpl, err := h.IO(context.Background(), &cmd, make([]byte, 512))
+	if err != nil || !errors.Is(cpl.Err(), nvme.StatusLBAOutOfRange) || !errors.Is(cpl.Err(), syscall.EINVAL) {
+		t.Fatalf("read past the end: %v %v", cpl.Status, err)
+	}
+	cmd = nvme.Command{Opcode: nvme.OpRead, NSID: 9}
+	if cpl, err := h.IO(context.Background(), &cmd, make([]byte, 512)); err != nil || cpl.Status.Code() != nvme.StatusInvalidNamespace {
+		t.Fatalf("bad namespace: %v %v", cpl.Status, err)
+	}
+	if _, err := Dial(context.Background(), addr, "nqn.nothere", nil); !errors.Is(err, nvme.StatusConnectInvalidParam) {
+		t.Fatalf("unknown NQN: %v", err)
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	_, addr := startServer(t, nbd.NewMemDisk(1<<20), 512)
+	es, err := Discover(context.Background(), addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	if len(es) != 1 || es[0].SubNQN != testNQN || es[0].TrSvcID != port || es[0].TrAddr != "127.0.0.1" || es[0].TrType != nvme.TransportTCP {
+		t.Fatalf("discovery entries %+v", es)
+	}
+}
