@@ -26,9 +26,6 @@ const (
 	// keepAliveGrace is added to twice KATO before an admin queue that
 	// has been silent is dropped.
 	keepAliveGrace = 5 * time.Second
-	// slotWait bounds how long a command waits for a free slot: only a
-	// host that ignores SQ flow control waits at all.
-	slotWait = 5 * time.Second
 )
 
 // Server is an NVMe/TCP target (NVMe/TCP 1.0): it serves the subsystems of
@@ -229,6 +226,10 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	return nil
 }
+
+// slotWait bounds how long a command waits for a free slot: only a host
+// that ignores SQ flow control waits at all. A variable for tests.
+var slotWait = 5 * time.Second
 
 var errHostClosed = errors.New("nvme/tcp: host closed the connection")
 
