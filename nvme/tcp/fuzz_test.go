@@ -139,11 +139,8 @@ func FuzzServer(f *testing.F) {
 	(&Data{Header: framing{}.layout(TypeH2CData, 8), DataL: 8}).Put((*[HeaderSize]byte)(h2c[:HeaderSize]))
 	f.Add(uint8(0), append(read[:CmdSize:CmdSize], h2c...))
 	f.Fuzz(func(t *testing.T, dg uint8, in []byte) {
-		oldWait := slotWait
-		slotWait = 10 * time.Millisecond
-		defer func() { slotWait = oldWait }()
 		f := &nvme.Fabric{QueueDepth: 8, Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: nbd.NewMemDisk(64 << 10)}}}}}
-		s := &Server{Fabric: f, HandshakeTimeout: time.Second}
+		s := &Server{Fabric: f, HandshakeTimeout: time.Second, testSlotWait: 10 * time.Millisecond}
 		host, target := net.Pipe()
 		done := make(chan struct{})
 		go func() {

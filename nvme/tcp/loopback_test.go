@@ -19,10 +19,13 @@ import (
 const testNQN = "nqn.2026-01.io.nhd:loopback"
 
 // startServer serves disk as namespace 1 of testNQN on a loopback port.
-func startServer(t testing.TB, disk nbd.Backend, bs int) (*Server, string) {
+func startServer(t testing.TB, disk nbd.Backend, bs int, opts ...func(*Server)) (*Server, string) {
 	t.Helper()
 	f := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: disk, BlockSize: bs}}}}}
 	s := &Server{Fabric: f}
+	for _, o := range opts {
+		o(s)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

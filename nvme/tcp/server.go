@@ -58,6 +58,8 @@ type Server struct {
 	// Warn; nil discards them.
 	Logger *slog.Logger
 
+	testSlotWait time.Duration // tests shorten defaultSlotWait
+
 	initOnce  sync.Once
 	initErr   error
 	ctx       context.Context
@@ -227,9 +229,16 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// slotWait bounds how long a command waits for a free slot: only a host
-// that ignores SQ flow control waits at all. A variable for tests.
-var slotWait = 5 * time.Second
+// defaultSlotWait bounds how long a command waits for a free slot: only
+// a host that ignores SQ flow control waits at all.
+const defaultSlotWait = 5 * time.Second
+
+func (s *Server) slotWait() time.Duration {
+	if s.testSlotWait > 0 {
+		return s.testSlotWait
+	}
+	return defaultSlotWait
+}
 
 var errHostClosed = errors.New("nvme/tcp: host closed the connection")
 

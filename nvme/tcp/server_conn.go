@@ -178,7 +178,7 @@ func (c *conn) takeSlot() (uint16, error) {
 		return i, nil
 	default:
 	}
-	t := time.NewTimer(slotWait)
+	t := time.NewTimer(c.s.slotWait())
 	defer t.Stop()
 	select {
 	case i := <-c.free:
@@ -380,8 +380,7 @@ func (c *conn) write(item uint32) error {
 	} else {
 		err = c.snd.send(resp)
 	}
-	sl.state = slotFree
-	c.free <- i
+	c.free <- i // the reader alone changes sl.state
 	return err
 }
 

@@ -133,9 +133,7 @@ func (h *rawHost) term(fes FES, fei int64) {
 }
 
 func TestServerHostile(t *testing.T) {
-	slotWait = 200 * time.Millisecond
-	defer func() { slotWait = 5 * time.Second }()
-	_, addr := startServer(t, nbd.NewMemDisk(1<<20), 512)
+	_, addr := startServer(t, nbd.NewMemDisk(1<<20), 512, func(s *Server) { s.testSlotWait = 200 * time.Millisecond })
 	pdu24 := func(t PDUType, flags Flags, hlen, pdo uint8, plen uint32) []byte {
 		b := make([]byte, HeaderSize)
 		(&Header{Type: t, Flags: flags, HLen: hlen, PDO: pdo, PLen: plen}).Put((*[CommonSize]byte)(b))
