@@ -217,15 +217,45 @@ func noEOF(err error) error {
 	return err
 }
 
-// sender writes PDUs from pieces held elsewhere in one writev.
+// maxIOV is how many pieces one writev of a sender carries.
+const maxIOV = 64
+
+// sender gathers PDU pieces held elsewhere and writes them in one writev.
+// A piece must stay unchanged until flush returns.
 type sender struct {
 	nc  net.Conn
-	arr [8][]byte
+	arr [maxIOV][]byte
 	nb  net.Buffers
 }
 
-func (s *sender) send(pieces ...[]byte) error {
-	s.nb = append(s.arr[:0], pieces...)
+// room returns how many more pieces fit before a flush.
+func (s *sender) room() int { return maxIOV - len(s.nb) }
+
+// add queues pieces (empty ones are skipped); the caller checks room.
+func (s *sender) add(pieces ...[]byte) {
+	if len(s.nb) == 0 {
+		s.nb = s.arr[:0]
+	}
+	for _, p := range pieces {
+		if len(p) > 0 {
+			s.nb = append(s.nb, p)
+		}
+	}
+}
+
+// flush writes what was added.
+func (s *sender) flush() error {
+	if len(s.nb) == 0 {
+		return nil
+	}
 	_, err := s.nb.WriteTo(s.nc)
+	clear(s.arr[:])
+	s.nb = s.arr[:0]
 	return err
+}
+
+// send writes pieces now, in one writev.
+func (s *sender) send(pieces ...[]byte) error {
+	s.add(pieces...)
+	return s.flush()
 }

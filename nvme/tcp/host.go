@@ -236,6 +236,7 @@ func (h *Host) connectIO(ctx context.Context, addr string, n int) error {
 		}
 		q.inCap = inCap
 		h.io = append(h.io, q)
+		h.maxTransfer = min(h.maxTransfer, maxR2TChunks*q.maxH2C)
 	}
 	if h.cfg.KeepAlive > 0 {
 		h.kaStop, h.kaDone = make(chan struct{}), make(chan struct{})

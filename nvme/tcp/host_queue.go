@@ -23,28 +23,38 @@ type hslot struct {
 	busy    bool
 	done    chan struct{}
 	cmdHdr  [CmdSize + DigestSize]byte
-	dataHdr [HeaderSize + DigestSize]byte
 	ddgst   [DigestSize]byte
+	dataHdr [maxR2TChunks][HeaderSize + DigestSize]byte
+	dataDg  [maxR2TChunks][DigestSize]byte
 }
 
-// hostQueue is one queue of a Host on its own connection: commands are
-// written by their callers (one writev each, under wmu), PDUs read by one
-// goroutine that completes them.
+// maxR2TChunks bounds the H2CData PDUs that answer one R2T: the host's
+// largest transfer is at most this many times MAXH2CDATA, so each chunk
+// has its own header while it waits to be written.
+const maxR2TChunks = 8
+
+// hostQueue is one queue of a Host on its own connection: callers post
+// the PDUs of their commands and the first one to find no write under way
+// writes every PDU posted meanwhile in one writev; one goroutine reads
+// PDUs and completes the commands.
 type hostQueue struct {
-	nc     net.Conn
-	qid    uint16
-	f      framing
-	r      *pduReader
-	maxH2C int
-	inCap  int
-	wmu    sync.Mutex
-	snd    sender
-	mu     sync.Mutex
-	err    error
-	slots  []hslot
-	free   chan uint16
-	dead   chan struct{}
-	rdone  chan struct{}
+	nc      net.Conn
+	qid     uint16
+	f       framing
+	r       *pduReader
+	maxH2C  int
+	inCap   int
+	wmu     sync.Mutex
+	writing bool
+	pend    [2][][]byte // pieces posted, double-buffered
+	cur     int
+	out     net.Buffers
+	mu      sync.Mutex
+	err     error
+	slots   []hslot
+	free    chan uint16
+	dead    chan struct{}
+	rdone   chan struct{}
 }
 
 // dialQueue connects one queue: TCP, ICReq/ICResp, its reader, Connect.
@@ -58,7 +68,7 @@ func dialQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	q := &hostQueue{nc: nc, qid: k.QID, snd: sender{nc: nc}, dead: make(chan struct{}), rdone: make(chan struct{})}
+	q := &hostQueue{nc: nc, qid: k.QID, dead: make(chan struct{}), rdone: make(chan struct{})}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
@@ -68,6 +78,9 @@ func dialQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 	}
 	nc.SetDeadline(timeZero)
 	n := int(k.SQSize) + 1
+	for i := range q.pend {
+		q.pend[i] = make([][]byte, 0, 4*n+16)
+	}
 	q.slots = make([]hslot, n)
 	q.free = make(chan uint16, n)
 	for i := range q.slots {
@@ -176,21 +189,12 @@ func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []b
 	}
 	sl.busy = true
 	q.mu.Unlock()
-	q.wmu.Lock()
-	var err error
-	switch {
-	case inCap == 0:
-		err = q.snd.send(hdr)
-	case q.f.ddgst:
+	var dg []byte
+	if inCap > 0 && q.f.ddgst {
 		putDigest(&sl.ddgst, wbuf)
-		err = q.snd.send(hdr, wbuf, sl.ddgst[:])
-	default:
-		err = q.snd.send(hdr, wbuf)
+		dg = sl.ddgst[:]
 	}
-	q.wmu.Unlock()
-	if err != nil {
-		q.fail(err)
-	}
+	q.post(hdr, wbuf[:inCap], dg)
 	return i, nil
 }
 
@@ -347,28 +351,63 @@ func (q *hostQueue) r2t() error {
 	if r.R2TL == 0 || int(r.R2TO) < sl.sent || int64(r.R2TO)+int64(r.R2TL) > int64(len(sl.wbuf)) {
 		return fatal(FESDataOutOfRange, 12, "R2T outside the command's data")
 	}
-	q.wmu.Lock()
-	defer q.wmu.Unlock()
-	for off, end := int(r.R2TO), int(r.R2TO)+int(r.R2TL); off < end; {
+	if (int(r.R2TL)+q.maxH2C-1)/q.maxH2C > maxR2TChunks {
+		return fatal(FESDataLimit, 16, "R2T for more data than the host sends at once")
+	}
+	for k, off, end := 0, int(r.R2TO), int(r.R2TO)+int(r.R2TL); off < end; k++ {
 		n := min(end-off, q.maxH2C)
 		d := Data{Header: q.f.layout(TypeH2CData, n), CCCID: r.CCCID, TTag: r.TTag, DataO: uint32(off), DataL: uint32(n)}
 		if off+n == end {
 			d.Flags |= FlagLast
 		}
-		d.Put((*[HeaderSize]byte)(sl.dataHdr[:HeaderSize]))
+		d.Put((*[HeaderSize]byte)(sl.dataHdr[k][:HeaderSize]))
 		data := sl.wbuf[off : off+n]
-		hdr := q.f.sealHeader(sl.dataHdr[:], HeaderSize)
+		var dg []byte
 		if q.f.ddgst {
-			putDigest(&sl.ddgst, data)
-			err = q.snd.send(hdr, data, sl.ddgst[:])
-		} else {
-			err = q.snd.send(hdr, data)
+			putDigest(&sl.dataDg[k], data)
+			dg = sl.dataDg[k][:]
 		}
-		if err != nil {
-			return err
-		}
+		q.post(q.f.sealHeader(sl.dataHdr[k][:], HeaderSize), data, dg)
 		off += n
 		sl.sent = off
 	}
 	return nil
+}
+
+// post queues the pieces of one or more PDUs, which stay unchanged until
+// written. The caller that finds no write under way writes everything
+// posted, in rounds of one writev, until nothing is left; a write error
+// fails the queue.
+func (q *hostQueue) post(pieces ...[]byte) {
+	q.wmu.Lock()
+	for _, p := range pieces {
+		if len(p) > 0 {
+			q.pend[q.cur] = append(q.pend[q.cur], p)
+		}
+	}
+	if q.writing {
+		q.wmu.Unlock()
+		return
+	}
+	q.writing = true
+	var err error
+	for len(q.pend[q.cur]) > 0 && err == nil {
+		i := q.cur
+		q.cur ^= 1
+		q.wmu.Unlock()
+		q.out = q.pend[i]
+		_, err = q.out.WriteTo(q.nc)
+		clear(q.pend[i])
+		q.pend[i] = q.pend[i][:0]
+		q.wmu.Lock()
+	}
+	if err != nil {
+		clear(q.pend[q.cur])
+		q.pend[q.cur] = q.pend[q.cur][:0]
+	}
+	q.writing = false
+	q.wmu.Unlock()
+	if err != nil {
+		q.fail(err)
+	}
 }

@@ -69,6 +69,8 @@ type conn struct {
 	writing     bool
 	sqhd        uint16
 	snd         sender
+	freed       [maxIOV / 4]uint16 // slots whose completion is staged
+	nfree       int
 	term        [HeaderSize + MaxTermData]byte
 	termLen     int
 }
@@ -168,7 +170,7 @@ func (c *conn) fail(err error) {
 	if c.writing {
 		c.out <- kindTerm
 	} else {
-		c.snd.send(c.term[:c.termLen])
+		c.write(kindTerm)
 	}
 }
 
@@ -329,35 +331,72 @@ func (c *conn) send(item uint32) error {
 	return c.write(item)
 }
 
-// writer sends what the reader hands it, until out is closed.
+// writer sends what the reader hands it, until out is closed: the items
+// ready at once go out together, in one writev.
 func (c *conn) writer() {
 	defer close(c.wdone)
-	var failed bool
+	failed := false
 	for item := range c.out {
 		if failed {
 			continue
 		}
-		if err := c.write(item); err != nil {
+		c.stage(item)
+		open := true
+	more:
+		for c.snd.room() >= 4 && c.nfree < len(c.freed) {
+			select {
+			case item, open = <-c.out:
+				if !open {
+					break more
+				}
+				c.stage(item)
+			default:
+				break more
+			}
+		}
+		if err := c.flush(); err != nil {
 			failed = true
 			close(c.wdead)
 			c.nc.Close()
 		}
+		if !open {
+			return
+		}
 	}
 }
 
-// write sends one item in one writev and frees the slot of a completion.
+// write sends one item now (before the writer runs).
 func (c *conn) write(item uint32) error {
+	c.stage(item)
+	return c.flush()
+}
+
+// flush writes the staged PDUs and frees the slots of the completions
+// among them.
+func (c *conn) flush() error {
+	err := c.snd.flush()
+	for _, i := range c.freed[:c.nfree] {
+		c.free <- i // the reader alone changes a slot's state
+	}
+	c.nfree = 0
+	return err
+}
+
+// stage queues the PDUs of one item: an R2T, a completion (with its
+// C2HData first for a read), or the TermReq.
+func (c *conn) stage(item uint32) {
 	if item == kindTerm {
-		return c.snd.send(c.term[:c.termLen])
+		c.snd.add(c.term[:c.termLen])
+		return
 	}
 	i := uint16(item)
 	sl := &c.slots[i]
 	if item&^0xFFFF == kindR2T {
 		r := R2T{Header: c.f.layout(TypeR2T, 0), CCCID: sl.cmd.CID, TTag: i, R2TL: uint32(sl.n)}
 		r.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
-		return c.snd.send(c.f.sealHeader(sl.hdr[:], HeaderSize))
+		c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize))
+		return
 	}
-	var err error
 	resp := sl.resp[:]
 	p := CapsuleResp{Header: c.f.layout(TypeCapsuleResp, 0), Cpl: sl.cpl}
 	p.Put((*[HeaderSize]byte)(resp[:HeaderSize]))
@@ -371,17 +410,17 @@ func (c *conn) write(item uint32) error {
 		}
 		d.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
 		data := sl.buf[:sl.n]
+		var dg []byte
 		if c.f.ddgst {
 			putDigest(&sl.ddgst, data)
-			err = c.snd.send(c.f.sealHeader(sl.hdr[:], HeaderSize), data, sl.ddgst[:], resp)
-		} else {
-			err = c.snd.send(c.f.sealHeader(sl.hdr[:], HeaderSize), data, resp)
+			dg = sl.ddgst[:]
 		}
+		c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize), data, dg, resp)
 	} else {
-		err = c.snd.send(resp)
+		c.snd.add(resp)
 	}
-	c.free <- i // the reader alone changes sl.state
-	return err
+	c.freed[c.nfree] = i
+	c.nfree++
 }
 
 func putDigest(d *[DigestSize]byte, data []byte) {
