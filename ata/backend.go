@@ -2,6 +2,7 @@ package ata
 
 import (
 	"context"
+	"errors"
 	"io"
 )
 
@@ -21,9 +22,17 @@ import (
 //	Sync() error                                       // the same for an *os.File
 //	Trim(ctx context.Context, off, length int64) error // DATA SET MANAGEMENT TRIM
 //	Size() int64                                       // checked against DeviceInfo.Sectors
+//	StartReadAt, Wait                                  // AsyncReaderAt: reads in flight, for the DMA engine
+//	StartWriteAt, Wait                                 // AsyncWriterAt: writes in flight, likewise
 //
 // A backend with neither Flush nor Sync is taken to be write-through: the
 // flushes succeed at once. Without Trim, DATA SET MANAGEMENT aborts.
+//
+// Errors: a failed read ends the command in UNC, a failed write or flush in
+// DF|ERR with ABRT, with the LBA of the first sector that failed in the LBA
+// registers: where a short ReadAt or WriteAt stopped, where a failed
+// asynchronous request started, or where an *OffsetError in the error's
+// chain says.
 type Backend interface {
 	io.ReaderAt
 	io.WriterAt
@@ -53,28 +62,49 @@ type Sizer interface {
 // tracker wraps the backend for one Device and records where the first
 // failing call failed, so that a failing DMA transfer (the engine returns
 // only the error) still reports the failing LBA. It lives inside the
-// Device: handing &d.track to an engine allocates nothing.
+// Device: handing &d.track (or asyncReader{&d.track}, when the backend has
+// AsyncReaderAt; asyncWriter likewise) to an engine allocates nothing.
 type tracker struct {
-	b      Backend
-	lo, hi int64 // the byte range of the current transfer
-	failed bool
-	off    int64 // first failing byte
-	err    error // its error
+	b       Backend
+	ar      AsyncReaderAt // the backend's, or nil
+	aw      AsyncWriterAt // the backend's, or nil
+	lo, hi  int64         // the byte range of the current transfer
+	failed  bool
+	off     int64 // the lowest failing byte
+	err     error // its error
+	outside bool  // a call outside [lo, hi) was refused
+
+	reqs []asyncReq // requests in flight and free entries, by handle
+	free []int32    // indexes of the free entries of reqs
+	live int        // requests in flight
 }
 
 // reset starts a transfer of [lo, hi): calls outside it fail with
 // ErrOutsideTransfer and never reach the backend.
 func (t *tracker) reset(lo, hi int64) {
 	t.lo, t.hi = lo, hi
-	t.failed, t.off, t.err = false, 0, nil
+	t.failed, t.off, t.err, t.outside = false, 0, nil, false
+}
+
+// backendFailed reports whether err, which a transfer returned, is (or
+// wraps) the backend's failure the tracker recorded, rather than an error
+// of the engine's own.
+func (t *tracker) backendFailed(err error) bool {
+	return t.failed && !t.outside && errors.Is(err, t.err)
 }
 
 func (t *tracker) inside(p []byte, off int64) bool {
 	return off >= t.lo && off <= t.hi && int64(len(p)) <= t.hi-off
 }
 
+// fail records a failure of the backend at off, or at the offset an
+// *OffsetError in err names; of several, the lowest offset is the
+// transfer's.
 func (t *tracker) fail(off int64, err error) {
-	if !t.failed {
+	if o, ok := errOffset(err); ok {
+		off = o
+	}
+	if !t.failed || off < t.off {
 		t.failed, t.off, t.err = true, off, err
 	}
 }
@@ -83,7 +113,7 @@ func (t *tracker) fail(off int64, err error) {
 // end of the backend) is a success.
 func (t *tracker) ReadAt(p []byte, off int64) (int, error) {
 	if !t.inside(p, off) {
-		t.fail(max(off, t.lo), ErrOutsideTransfer)
+		t.outside = true
 		return 0, ErrOutsideTransfer
 	}
 	n, err := t.b.ReadAt(p, off)
@@ -102,7 +132,7 @@ func (t *tracker) ReadAt(p []byte, off int64) (int, error) {
 // WriteAt writes to the backend inside the current transfer.
 func (t *tracker) WriteAt(p []byte, off int64) (int, error) {
 	if !t.inside(p, off) {
-		t.fail(max(off, t.lo), ErrOutsideTransfer)
+		t.outside = true
 		return 0, ErrOutsideTransfer
 	}
 	n, err := t.b.WriteAt(p, off)

@@ -14,12 +14,16 @@ import (
 // side before the command. The src and dst the device passes wrap its
 // backend; the engine may call them several times, for any split of the
 // range, and must not keep them after returning; calls outside [off,
-// off+n) fail with ErrOutsideTransfer without reaching the backend. An
-// error ends the command: a backend read error in UNC and a backend write
-// error in DF|ERR, both with the LBA of the first byte the backend failed
-// on (the device records it, the engine only returns the error); an error
-// of the engine's own (no backend call failed, or an access outside the
-// transfer) in ABRT.
+// off+n) fail with ErrOutsideTransfer without reaching the backend. When
+// the backend is an AsyncReaderAt (AsyncWriterAt), src (dst) is one too,
+// so an engine can keep the backend's requests in flight (package dma's
+// Engine does, streaming inline); it must wait for every request it
+// started before it returns (the device waits for any left and ends the
+// command in ABRT). An error ends the command: a backend read error in UNC
+// and a backend write error in DF|ERR, both with the LBA of the first byte
+// the backend failed on (the device records it, the engine only returns
+// the error, wrapped or as it is); an error of the engine's own (one that
+// does not wrap the backend's, or an access outside the transfer) in ABRT.
 type DMA interface {
 	// DeviceToHost moves n bytes, read from src starting at offset off, into host memory (an ATA read command).
 	DeviceToHost(src io.ReaderAt, off, n int64) error

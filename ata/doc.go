@@ -4,7 +4,8 @@
 // host writes task-file registers, the device decodes the command, moves
 // the data by PIO through the data register or by DMA through a DMA
 // engine, and turns the command into block requests on a Backend (an
-// io.ReaderAt and io.WriterAt, plus optional Flush, Sync and Trim).
+// io.ReaderAt and io.WriterAt, plus optional Flush, Sync and Trim, and
+// AsyncReaderAt and AsyncWriterAt for requests in flight).
 //
 // The pieces, each usable alone:
 //
@@ -28,6 +29,10 @@
 //     RECALIBRATE, NOP.
 //   - DMA: the bus-master seam the dma package implements (this package
 //     does not import it), and BufferDMA, a simple engine over one buffer.
+//     A backend with AsyncReaderAt/AsyncWriterAt (an *nbd.Client) keeps
+//     them through the seam: the engine sees a view of the backend with
+//     the same methods (the method sets of dma.AsyncReaderAt and
+//     dma.AsyncWriterAt), so it can keep the backend's requests in flight.
 //   - Host: a host-side driver following Linux libata's sequence, issuing
 //     any command by PIO or DMA through a Port (a *Device is one).
 //
@@ -37,6 +42,13 @@
 //	unsupported opcode or parameter DRDY|ERR, error ABRT
 //	address past the end            DRDY|ERR, error IDNF|ABRT, failing LBA in the LBA registers
 //	backend read error              DRDY|ERR, error UNC, failing LBA
-//	backend write/flush/trim error  DRDY|DF|ERR, error ABRT, failing LBA (not for flush)
+//	backend write/flush/trim error  DRDY|DF|ERR, error ABRT, failing LBA (flush: only from an OffsetError)
 //	DMA engine error                DRDY|ERR, error ABRT
+//
+// The failing LBA is the sector where the backend stopped: the end of a
+// short ReadAt or WriteAt, the start of a failed asynchronous request, or
+// the offset an *OffsetError in the error's chain names (a write-behind
+// cache reporting a write that failed after it was accepted). The same
+// holds on every path: PIO, DMA through BufferDMA, and package dma's
+// Engine inline, on its worker or store-and-forward.
 package ata

@@ -1,6 +1,7 @@
 package ata_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -156,4 +157,44 @@ func ExampleDevice() {
 	// "sector three"
 	// status DRDY|DSC state idle
 	// status DRDY|ERR error ABRT
+}
+
+// lateDisk accepts writes into a cache and writes them out later; one of
+// them, to sector 42, fails after it was accepted, and the next flush says
+// so with an *ata.OffsetError.
+type lateDisk struct {
+	*memDisk
+	failed int64 // byte offset of a write that failed after it was accepted, or -1
+}
+
+func (d *lateDisk) WriteAt(p []byte, off int64) (int, error) {
+	if off <= 42*512 && 42*512 < off+int64(len(p)) {
+		d.failed = 42 * 512 // accepted now, fails later
+	}
+	return d.memDisk.WriteAt(p, off)
+}
+
+func (d *lateDisk) Flush(ctx context.Context) error {
+	if d.failed >= 0 {
+		err := &ata.OffsetError{Off: d.failed, Err: errors.New("cache: write-back failed")}
+		d.failed = -1
+		return err
+	}
+	return d.memDisk.Flush(ctx)
+}
+
+// A backend that fails a write after it has accepted it reports where with
+// an OffsetError: the host's FLUSH CACHE ends in a device fault with the
+// LBA of the write that failed.
+func ExampleOffsetError() {
+	disk := &lateDisk{memDisk: newMemDisk(1024, 512), failed: -1}
+	eng := &ata.BufferDMA{}
+	dev, _ := ata.NewDevice(ata.Config{Info: ata.DeviceInfo{Model: "m", Sectors: 1024, WriteCache: true}, Backend: disk, DMA: eng})
+	host := ata.NewHost(dev, 1024, eng)
+	w, _ := ata.ReadWrite(true, 40, 4, ata.RWDMA, false)
+	fmt.Println("write:", host.Exec(&w, make([]byte, 4*512)))
+	fmt.Println("flush:", host.Flush())
+	// Output:
+	// write: <nil>
+	// flush: ata: FLUSH CACHE EXT: status DRDY|DF|ERR error ABRT at LBA 42
 }

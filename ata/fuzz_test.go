@@ -44,10 +44,20 @@ func (g *guardDisk) Trim(_ context.Context, off, length int64) error {
 }
 
 // shadow is the harness's own copy of the registers, kept from the writes
-// the device accepted (no BSY or DRQ in the alternate status).
+// the device accepted (no BSY or DRQ in the alternate status) and, when a
+// command ends, from the output registers the device writes back (a
+// native max address, the LBA of an error, a signature), which the next
+// command starts from.
 type shadow struct {
 	cur, prev [8]uint8
 	geom      ata.Geometry
+}
+
+// learn takes the count, LBA and device registers, current and HOB bytes,
+// from the device's output task file.
+func (s *shadow) learn(tf ata.TaskFile) {
+	s.cur[2], s.cur[3], s.cur[4], s.cur[5], s.cur[6] = tf.Count, tf.LBALow, tf.LBAMid, tf.LBAHigh, uint8(tf.Device)
+	s.prev[2], s.prev[3], s.prev[4], s.prev[5] = tf.HOBCount, tf.HOBLBALow, tf.HOBLBAMid, tf.HOBLBAHigh
 }
 
 func (s *shadow) allowed(op ata.Opcode) (lo, hi uint64) {
@@ -117,6 +127,7 @@ func FuzzRegisters(f *testing.F) {
 		sig := [8]uint8{0, 0, 1, 1, 0, 0, 0}
 		sh := shadow{cur: sig, geom: ata.DefaultGeometry(fuzzSectors)}
 		srst := false
+		running := false // a command was accepted and has not ended yet
 		idleNoSel := func() bool {
 			return !srst && ata.Status(d.ReadReg(ata.RegAltStatus))&(ata.StatusBSY|ata.StatusDRQ) == 0
 		}
@@ -134,6 +145,7 @@ func FuzzRegisters(f *testing.F) {
 			if !accepted {
 				return
 			}
+			running = true
 			st := ata.Status(d.ReadReg(ata.RegAltStatus))
 			if op == 0x91 && st&ata.StatusERR == 0 && sh.cur[2] != 0 {
 				sh.geom = ata.TranslatedGeometry(fuzzSectors, sh.cur[6]&15+1, sh.cur[2])
@@ -160,6 +172,9 @@ func FuzzRegisters(f *testing.F) {
 				case r == ata.RegDeviceControl:
 					was := srst
 					srst = v&uint8(ata.ControlSRST) != 0
+					if srst {
+						running = false // SRST abandons the command
+					}
 					if was && !srst {
 						sh.cur, sh.prev = sig, [8]uint8{}
 					}
@@ -204,6 +219,10 @@ func FuzzRegisters(f *testing.F) {
 			}
 			if err := d.Fault(); err != nil {
 				t.Fatalf("illegal state step: %v", err)
+			}
+			if running && idleNoSel() {
+				sh.learn(d.TaskFile())
+				running = false
 			}
 			if st := d.Status(); st&ata.StatusBSY != 0 && d.State() != ata.StateReset {
 				t.Fatalf("BSY left set in state %v", d.State())

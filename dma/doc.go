@@ -15,6 +15,14 @@
 // or to an AsyncWriterAt such a transfer still overlaps the device's
 // requests with the host side's copying.
 //
+// AsyncReaderAt and AsyncWriterAt are the seam to a device that keeps
+// requests in flight: StartReadAt or StartWriteAt returns a Handle, and
+// Wait waits for that request, in any order, exactly once. An *nbd.Client
+// implements both as it is; package ata's Device hands its engine a view of
+// the backend that keeps the backend's async methods (and records where a
+// request failed, for the LBA the host sees). Neither ata nor nbd imports
+// dma: Handle is an alias of uint64, so the method sets match.
+//
 // The same engine code runs against the wall clock at memory speed, or
 // against a VirtualClock with a Timing profile, where it models each
 // transfer's duration from the steps it performs. With PaperBefore and

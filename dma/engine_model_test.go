@@ -123,13 +123,19 @@ func (s *engineMachine) transfer(t *rapid.T, read bool) {
 		io.ReaderAt
 		io.WriterAt
 	} = s.dev
+	var adev *asyncDev
 	if s.m.async {
-		dev = &asyncDev{memDev: s.dev}
+		adev = &asyncDev{memDev: s.dev}
+		dev = adev
 	}
 	if read {
 		err = s.e.DeviceToHost(dev, off, n)
 	} else {
 		err = s.e.HostToDevice(dev, off, n)
+	}
+	if adev != nil && (adev.inflight != 0 || adev.misuse != 0) {
+		t.Fatalf("transfer(read=%v, %d, %d): %d requests left in flight, %d waits of a handle not in flight",
+			read, off, n, adev.inflight, adev.misuse)
 	}
 	if want := s.precheck(off, n); want != nil {
 		if !errors.Is(err, want) {

@@ -2,7 +2,9 @@ package dma
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
@@ -775,40 +777,50 @@ func TestInlineModelledTime(t *testing.T) {
 // (AsyncReaderAt, AsyncWriterAt). A request does its I/O only when it is
 // waited for, so an engine that used a read's data, or reused a write's
 // buffer, before waiting would move the wrong bytes. Once a request fails,
-// the ones in flight after it fail too without touching the device, like
+// the ones still in flight fail too without touching the device, like
 // requests behind a failed one on a dead connection; the next request
-// started with none in flight starts afresh.
+// started with none in flight starts afresh. A Wait of a handle not in
+// flight is counted in misuse (and fails).
 type asyncDev struct {
 	*memDev
-	q      []asyncReq
-	failed bool
+	reqs     []asyncReq // by handle-1; handles are never reused
+	inflight int
+	failed   bool
+	misuse   int
 }
 
 type asyncReq struct {
 	write bool
 	p     []byte
 	off   int64
+	done  bool
 }
 
-func (d *asyncDev) start(write bool, p []byte, off int64) error {
-	if len(d.q) == 0 {
+func (d *asyncDev) start(write bool, p []byte, off int64) (Handle, error) {
+	if d.inflight == 0 {
 		d.failed = false
 	}
-	d.q = append(d.q, asyncReq{write, p, off})
-	return nil
+	d.reqs = append(d.reqs, asyncReq{write: write, p: p, off: off})
+	d.inflight++
+	return Handle(len(d.reqs)), nil
 }
 
-func (d *asyncDev) StartReadAt(p []byte, off int64) error  { return d.start(false, p, off) }
-func (d *asyncDev) StartWriteAt(p []byte, off int64) error { return d.start(true, p, off) }
-func (d *asyncDev) WaitRead() error                        { return d.wait(false) }
-func (d *asyncDev) WaitWrite() error                       { return d.wait(true) }
+func (d *asyncDev) StartReadAt(_ context.Context, p []byte, off int64) (Handle, error) {
+	return d.start(false, p, off)
+}
 
-func (d *asyncDev) wait(write bool) error {
-	if len(d.q) == 0 || d.q[0].write != write {
-		panic("asyncDev: wait without a matching request in flight")
+func (d *asyncDev) StartWriteAt(_ context.Context, p []byte, off int64) (Handle, error) {
+	return d.start(true, p, off)
+}
+
+func (d *asyncDev) Wait(_ context.Context, h Handle) error {
+	if h == 0 || h > Handle(len(d.reqs)) || d.reqs[h-1].done {
+		d.misuse++
+		return fmt.Errorf("asyncDev: handle %d not in flight", h)
 	}
-	r := d.q[0]
-	d.q = d.q[1:]
+	r := &d.reqs[h-1]
+	r.done = true
+	d.inflight--
 	if d.failed {
 		return errors.New("asyncDev: a request before this one failed")
 	}
@@ -838,18 +850,18 @@ type refusingDev struct {
 
 var errRefused = errors.New("refused")
 
-func (d *refusingDev) StartReadAt(p []byte, off int64) error {
+func (d *refusingDev) StartReadAt(ctx context.Context, p []byte, off int64) (Handle, error) {
 	if d.starts++; d.starts == 2 {
-		return errRefused
+		return 0, errRefused
 	}
-	return d.asyncDev.StartReadAt(p, off)
+	return d.asyncDev.StartReadAt(ctx, p, off)
 }
 
-func (d *refusingDev) StartWriteAt(p []byte, off int64) error {
+func (d *refusingDev) StartWriteAt(ctx context.Context, p []byte, off int64) (Handle, error) {
 	if d.starts++; d.starts == 2 {
-		return errRefused
+		return 0, errRefused
 	}
-	return d.asyncDev.StartWriteAt(p, off)
+	return d.asyncDev.StartWriteAt(ctx, p, off)
 }
 
 // TestAsyncStartError: a device that cannot start a request fails the
@@ -871,8 +883,8 @@ func TestAsyncStartError(t *testing.T) {
 		if !errors.Is(err, errRefused) {
 			t.Errorf("read=%v: %v, want the refusal", read, err)
 		}
-		if len(dev.q) != 0 {
-			t.Errorf("read=%v: %d requests left in flight", read, len(dev.q))
+		if dev.inflight != 0 || dev.misuse != 0 {
+			t.Errorf("read=%v: %d requests left in flight, %d waits of a handle not in flight", read, dev.inflight, dev.misuse)
 		}
 		if got := e.Last().Bytes; got != 2*SectorSize {
 			t.Errorf("read=%v: %d bytes moved, want the first chunk's %d", read, got, 2*SectorSize)

@@ -2,6 +2,7 @@ package dma_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"hash/crc32"
 
@@ -109,28 +110,31 @@ func ExampleSGList_Sector() {
 
 // queuedDevice is a device that keeps reads in flight (dma.AsyncReaderAt):
 // a read is queued when started and done when waited for, as a network
-// client's reply arrives later.
+// client's reply arrives later. Its handles index the queue.
 type queuedDevice struct {
 	*bytes.Reader
 	q []struct {
-		p   []byte
-		off int64
+		p    []byte
+		off  int64
+		done bool
 	}
-	started int
 }
 
-func (d *queuedDevice) StartReadAt(p []byte, off int64) error {
+func (d *queuedDevice) StartReadAt(_ context.Context, p []byte, off int64) (dma.Handle, error) {
 	d.q = append(d.q, struct {
-		p   []byte
-		off int64
-	}{p, off})
-	d.started++
-	return nil
+		p    []byte
+		off  int64
+		done bool
+	}{p: p, off: off})
+	return dma.Handle(len(d.q) - 1), nil
 }
 
-func (d *queuedDevice) WaitRead() error {
-	r := d.q[0]
-	d.q = d.q[1:]
+func (d *queuedDevice) Wait(_ context.Context, h dma.Handle) error {
+	if h >= dma.Handle(len(d.q)) || d.q[h].done {
+		return fmt.Errorf("queuedDevice: no read %d in flight", h)
+	}
+	r := &d.q[h]
+	r.done = true
 	_, err := d.ReadAt(r.p, r.off)
 	return err
 }
@@ -153,7 +157,7 @@ func ExampleAsyncReaderAt() {
 		panic(err)
 	}
 	t := e.Last()
-	fmt.Println(bytes.Equal(host, data), t.Inline, dev.started, "reads started,", t.Interrupts, "interrupts")
+	fmt.Println(bytes.Equal(host, data), t.Inline, len(dev.q), "reads started,", t.Interrupts, "interrupts")
 	// Output:
 	// true true 4 reads started, 2 interrupts
 }

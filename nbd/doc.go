@@ -48,6 +48,7 @@
 // and Flush flushes them all. One goroutine can keep several READs and
 // WRITEs in flight itself with StartRead and StartWrite, waiting for each
 // with Call.Wait (read-ahead, write-behind), with no goroutine hand-off.
+// StartReadAt, StartWriteAt and Wait(handle) do it by handle (dma.AsyncReaderAt/AsyncWriterAt).
 //
 // Performance: each request is one write (header and payload together with
 // writev on TCP and unix sockets); reply data is read straight into the

@@ -1,0 +1,92 @@
+package aoe
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nhdkit/nhd/ata"
+)
+
+// DefaultBufferCount is the number of outstanding commands a Disk
+// advertises when its BufferCount is 0 (vblade's default).
+const DefaultBufferCount = 16
+
+// Disk is one shelf.slot address served by a Target: ATA devices over the
+// same storage, each driven through its registers by its own ata.Host.
+// The Target runs up to len(Hosts) ATA commands of the disk at once, one
+// per Host, and queues up to BufferCount more. Each Host's Port must be a
+// distinct device (settings such as SET FEATURES stay per device).
+//
+// Set the fields before Target.Serve and do not change them after; the
+// config string, MAC mask list and reservation list are the Target's to
+// change, as AoE requests ask.
+type Disk struct {
+	Shelf uint16
+	Slot  uint8
+	Hosts []*ata.Host
+	// BufferCount is advertised in config replies; 0 means
+	// DefaultBufferCount, and it must be at least 2 (Linux sends nothing
+	// to a target that advertises fewer).
+	BufferCount uint16
+	// Firmware is the firmware version in config replies.
+	Firmware uint16
+	// Config is the initial config string (at most 1024 bytes).
+	Config []byte
+
+	mask    []MAC // MAC mask list: when not empty, only these may talk
+	reserve []MAC // reservation: when not empty, only these may do I/O
+	queue   chan *request
+}
+
+// NewDisk builds a Disk of n ata.Devices on backend, each with its own
+// DMA engine and Host (the Host reads IDENTIFY once, so it knows the
+// sector size and multiple count the device reports).
+func NewDisk(shelf uint16, slot uint8, info ata.DeviceInfo, backend ata.Backend, n int) (*Disk, error) {
+	if n < 1 {
+		n = 1
+	}
+	d := &Disk{Shelf: shelf, Slot: slot}
+	for range n {
+		eng := &ata.BufferDMA{}
+		dev, err := ata.NewDevice(ata.Config{Info: info, Backend: backend, DMA: eng})
+		if err != nil {
+			return nil, err
+		}
+		h := ata.NewHost(dev, info.Sectors, ata.BusMasterFunc(eng.Prepare))
+		if _, err := h.Identify(); err != nil {
+			return nil, fmt.Errorf("aoe: identify e%d.%d: %w", shelf, slot, err)
+		}
+		d.Hosts = append(d.Hosts, h)
+	}
+	return d, nil
+}
+
+func (d *Disk) bufferCount() int {
+	if d.BufferCount == 0 {
+		return DefaultBufferCount
+	}
+	return int(d.BufferCount)
+}
+
+func (d *Disk) validate() error {
+	switch {
+	case len(d.Hosts) == 0:
+		return fmt.Errorf("aoe: e%d.%d has no ATA host", d.Shelf, d.Slot)
+	case d.bufferCount() < 2:
+		return fmt.Errorf("aoe: e%d.%d: buffer count %d below 2", d.Shelf, d.Slot, d.BufferCount)
+	case d.Shelf == BroadcastMajor || d.Shelf == 0x0FFF || d.Slot == BroadcastMinor:
+		return fmt.Errorf("aoe: e%d.%d is a broadcast address", d.Shelf, d.Slot)
+	case len(d.Config) > MaxConfigString:
+		return errors.New("aoe: config string over 1024 bytes")
+	}
+	return nil
+}
+
+func contains(list []MAC, m MAC) bool {
+	for _, x := range list {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}

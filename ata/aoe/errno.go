@@ -1,0 +1,8 @@
+package aoe
+
+import (
+	"errors"
+	"syscall"
+)
+
+func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

@@ -1,0 +1,265 @@
+package aoe_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/ata/aoe"
+	"github.com/nhdkit/nhd/internal/testenv"
+	"github.com/nhdkit/nhd/internal/vmtest"
+	"github.com/nhdkit/nhd/nbd"
+)
+
+const (
+	guestMAC   = "52:54:00:12:34:56"
+	vmDiskSize = 128 << 20
+	ddMiB      = 16
+)
+
+// rates collects the guest's dd figures per target, for the side-by-side
+// log line (never asserted: the machine is shared).
+type rates struct {
+	mu   sync.Mutex
+	rows map[string][2]string // target -> write, read
+	keys []string
+}
+
+var ddRate = regexp.MustCompile(`copied, ([0-9.]+) s, ([0-9.]+ [kMG]?B/s)`)
+
+func (r *rates) record(target string, read bool) func(*testing.T, string) {
+	return func(t *testing.T, out string) {
+		m := ddRate.FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("no rate in dd's output:\n%s", out)
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.rows == nil {
+			r.rows = map[string][2]string{}
+		}
+		row, ok := r.rows[target]
+		if !ok {
+			r.keys = append(r.keys, target)
+		}
+		row[map[bool]int{false: 0, true: 1}[read]] = m[2]
+		r.rows[target] = row
+	}
+}
+
+func (r *rates) log(t *testing.T) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "guest dd, %d MiB, O_DIRECT, 1 MiB blocks (one TCG run on a shared machine; compare columns within a run only):\n", ddMiB)
+	fmt.Fprintf(&b, "%-34s %12s %12s\n", "target", "write", "read")
+	for _, k := range r.keys {
+		fmt.Fprintf(&b, "%-34s %12s %12s\n", k, r.rows[k][0], r.rows[k][1])
+	}
+	t.Log(b.String())
+}
+
+// aoeGuest gives vm the aoe driver on eth0, dd and the filesystem tools.
+func aoeGuest(vm *vmtest.VM) {
+	vm.Module("e1000")
+	vm.Module("aoe", "aoe_iflist=eth0")
+	vm.Program("/usr/bin/dd")
+	vm.Setup("ip link set eth0 up")
+}
+
+// addTargetSteps adds the guest script run against each AoE disk: find
+// it, dd a raw write and read, then the filesystem steps.
+func addTargetSteps(vm *vmtest.VM, label, dev string, r *rates) vmtest.Disk {
+	name := filepath.Base(dev)
+	vm.Step(label+"/discover", fmt.Sprintf(`i=0
+while [ ! -b %[1]s ]; do
+  i=$((i + 1))
+  [ $i -le 150 ] || { cat /dev/etherd/err & sleep 1; kill $!; exit 1; }
+  echo > /dev/etherd/discover
+  sleep 0.2
+done
+echo "found after $i tries"
+cd /sys/block/etherd\!%[2]s
+echo "state $(cat state) payload $(cat payload) firmware $(cat firmware-version) size $(cat size)"
+`, dev, name))
+	vm.Step(label+"/dd-write", fmt.Sprintf("/usr/bin/dd if=/dev/zero of=%s bs=1M count=%d oflag=direct 2>&1 | tail -1\n", dev, ddMiB)).Check = r.record(label, false)
+	vm.Step(label+"/dd-read", fmt.Sprintf("echo 3 > /proc/sys/vm/drop_caches\n/usr/bin/dd if=%s of=/dev/null bs=1M count=%d iflag=direct 2>&1 | tail -1\n", dev, ddMiB)).Check = r.record(label, true)
+	return vm.DiskSteps(label, dev, 8, true)
+}
+
+func needVMTools(t *testing.T) {
+	testenv.Need(t, "mke2fs", "e2fsprogs")
+	testenv.Need(t, "dd", "coreutils")
+}
+
+func ext4Magic(t *testing.T, r io.ReaderAt) uint16 {
+	var m [2]byte
+	if _, err := r.ReadAt(m[:], 1024+56); err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint16(m[:])
+}
+
+// TestKernelInitiator puts Linux's aoe driver in a QEMU guest whose NIC is
+// a -netdev dgram socket, and serves it two disks from a Target in this
+// process: e0.1 on a file, e0.2 on an NBD export (host → AoE → ATA device
+// → NBD client → nbd.Server). Each gets the guest's raw dd and the
+// filesystem steps (ext4, e2fsck -f -n clean, checksums).
+func TestKernelInitiator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a virtual machine")
+	}
+	needVMTools(t)
+	vm := vmtest.New(t)
+	f, err := os.Create(filepath.Join(t.TempDir(), "e0.1.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(vmDiskSize); err != nil {
+		t.Fatal(err)
+	}
+	mem := nbd.NewMemDisk(vmDiskSize)
+	client := nbdExport(t, mem)
+	info := func(serial string) ata.DeviceInfo {
+		return ata.DeviceInfo{Model: "NHD AoE VM test", Serial: serial, Firmware: "t", Sectors: vmDiskSize / 512, WriteCache: true}
+	}
+	fileDisk, err := aoe.NewDisk(0, 1, info("e0.1"), f, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nbdDisk, err := aoe.NewDisk(0, 2, info("e0.2"), client, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := testenv.SocketDir(t)
+	tpath, qpath := filepath.Join(dir, "target"), filepath.Join(dir, "qemu")
+	tr, err := aoe.ListenUnixgram(tpath, qpath, aoe.MAC{0x02, 0, 0x4E, 0x48, 0, 0}, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &aoe.Target{Transport: tr, Disks: []*aoe.Disk{fileDisk, nbdDisk}}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- target.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+
+	aoeGuest(vm)
+	vm.QEMU("-netdev", fmt.Sprintf("dgram,id=aoe0,local.type=unix,local.path=%s,remote.type=unix,remote.path=%s", qpath, tpath),
+		"-device", "e1000,netdev=aoe0,mac="+guestMAC)
+	var r rates
+	addTargetSteps(vm, "nhd-file", "/dev/etherd/e0.1", &r)
+	addTargetSteps(vm, "nhd-nbd", "/dev/etherd/e0.2", &r)
+	vm.Run()
+	r.log(t)
+	if m := ext4Magic(t, f); m != 0xEF53 {
+		t.Errorf("file: superblock magic %#04x", m)
+	}
+	if m := ext4Magic(t, mem); m != 0xEF53 {
+		t.Errorf("NBD export: superblock magic %#04x", m)
+	}
+}
+
+// nbdExport serves backend with nbd.Server on a unix socket and returns a
+// client of it.
+func nbdExport(t *testing.T, backend nbd.Backend) *nbd.Client {
+	sock := testenv.SocketPath(t, "nbd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &nbd.Server{Exports: []nbd.Export{{Name: "aoe", Backend: backend}}}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	c, err := nbd.Dial(context.Background(), "nbd+unix:///aoe?socket="+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestKernelInitiatorVsVblade runs the same guest script against vblade
+// (the reference target, e0.3) and examples/aoe-target (e0.4), both on
+// files, both on one tap device in a network namespace the test creates,
+// and logs their dd rates side by side. It needs root.
+func TestKernelInitiatorVsVblade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a virtual machine")
+	}
+	needVMTools(t)
+	vblade := testenv.Need(t, "vblade", "vblade")
+	ip := testenv.Need(t, "ip", "iproute2")
+	vm := vmtest.New(t)
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "a tap device in a new network namespace needs root")
+	}
+	ns := fmt.Sprintf("nhd-aoe-%d", os.Getpid())
+	testenv.Run(t, 10*time.Second, ip, "netns", "add", ns)
+	t.Cleanup(func() { testenv.RunErr(10*time.Second, ip, "netns", "del", ns) })
+	inNS := func(args ...string) []string { return append([]string{ip, "netns", "exec", ns}, args...) }
+	for _, c := range [][]string{
+		{"ip", "tuntap", "add", "dev", "tap0", "mode", "tap"},
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "link", "set", "tap0", "up"},
+	} {
+		a := inNS(c...)
+		testenv.Run(t, 10*time.Second, a[0], a[1:]...)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "aoe-target")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if out, err := exec.Command(gobin, "build", "-o", bin, "../../examples/aoe-target").CombinedOutput(); err != nil {
+		t.Fatalf("go build examples/aoe-target: %v\n%s", err, out)
+	}
+	files := map[string]string{}
+	for _, n := range []string{"vblade", "nhd"} {
+		files[n] = filepath.Join(dir, n+".img")
+		if err := os.WriteFile(files[n], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(files[n], vmDiskSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := inNS(vblade, "0", "3", "tap0", files["vblade"])
+	testenv.Start(t, a[0], a[1:]...)
+	a = inNS(bin, "-iface", "tap0", "-shelf", "0", "-slot", "4", "-file", files["nhd"])
+	testenv.Start(t, a[0], a[1:]...)
+
+	vm.Wrap(inNS()...)
+	aoeGuest(vm)
+	vm.QEMU("-netdev", "tap,id=aoe0,ifname=tap0,script=no,downscript=no",
+		"-device", "e1000,netdev=aoe0,mac="+guestMAC)
+	var r rates
+	addTargetSteps(vm, "vblade", "/dev/etherd/e0.3", &r)
+	addTargetSteps(vm, "aoe-target", "/dev/etherd/e0.4", &r)
+	vm.Run()
+	r.log(t)
+	for n, p := range files {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := ext4Magic(t, f); m != 0xEF53 {
+			t.Errorf("%s: superblock magic %#04x", n, m)
+		}
+		f.Close()
+	}
+}

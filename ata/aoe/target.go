@@ -1,0 +1,254 @@
+package aoe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/nhdkit/nhd/ata"
+)
+
+// Target serves Disks over a Transport, as an AoE target such as vblade
+// does: it answers query config requests (broadcast ones included),
+// executes ATA commands through each disk's ATA hosts, and keeps each
+// disk's config string, MAC mask list and reservation (AoEr11 sections 3.2
+// to 3.4). ATA errors travel in the ATA status and error fields; the AoE
+// error field is used only for malformed or refused AoE requests.
+//
+// Frames are read by one goroutine; ATA commands run on one goroutine per
+// ata.Host of the disk they address, and replies go out from the goroutine
+// that built them. In steady state no request allocates: frame buffers
+// come from a fixed pool. The same ATA command may arrive twice (Linux
+// retransmits with a new tag), and each arrival is executed.
+type Target struct {
+	Transport Transport
+	Disks     []*Disk
+	// Logger receives refused requests and transport errors at Debug
+	// level; nil discards them.
+	Logger *slog.Logger
+
+	mac        MAC
+	maxSectors int
+	frameSize  int
+	free       chan []byte
+}
+
+type request struct {
+	buf []byte // the frame, len = its length
+	h   Header
+	a   ATAArg
+}
+
+// Serve announces every disk with an unsolicited config reply to the
+// broadcast address, then serves frames until the Transport fails (Close
+// it, or cancel ctx, to stop). It returns the Transport's error, or nil
+// after ctx is done.
+func (t *Target) Serve(ctx context.Context) error {
+	if err := t.init(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { t.Transport.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, d := range t.Disks {
+		d.queue = make(chan *request, d.bufferCount())
+		defer close(d.queue)
+		for _, h := range d.Hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.work(d, h)
+			}()
+		}
+		t.announce(d)
+	}
+	for {
+		r := &request{buf: <-t.free}
+		n, err := t.Transport.ReadFrame(r.buf[:cap(r.buf)])
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		r.buf = r.buf[:n]
+		if !t.handle(r) {
+			t.free <- r.buf[:0]
+		}
+	}
+}
+
+func (t *Target) init() error {
+	if t.Transport == nil || len(t.Disks) == 0 {
+		return errors.New("aoe: target needs a transport and a disk")
+	}
+	buffers := 1
+	for _, d := range t.Disks {
+		if err := d.validate(); err != nil {
+			return err
+		}
+		buffers += d.bufferCount() + len(d.Hosts)
+	}
+	t.mac = t.Transport.MAC()
+	t.maxSectors = min((t.Transport.MTU()-(ATADataOffset-14))/SectorSize, 255)
+	if t.maxSectors < 1 {
+		return errors.New("aoe: MTU too small for one sector")
+	}
+	t.frameSize = max(14+t.Transport.MTU(), MinFrameSize)
+	t.free = make(chan []byte, buffers)
+	for range buffers {
+		t.free <- make([]byte, 0, t.frameSize)
+	}
+	return nil
+}
+
+func (t *Target) log(msg string, args ...any) {
+	if t.Logger != nil {
+		t.Logger.Debug(msg, args...)
+	}
+}
+
+// handle dispatches one frame; it reports whether the frame's buffer was
+// handed to a worker (which then returns it to the pool).
+func (t *Target) handle(r *request) bool {
+	if ParseHeader(r.buf, &r.h) != nil || r.h.Flags.Has(FlagResponse) {
+		return false
+	}
+	queued := false
+	for _, d := range t.Disks {
+		if !Matches(r.h.Major, r.h.Minor, d.Shelf, d.Slot) {
+			continue
+		}
+		if len(d.mask) > 0 && !contains(d.mask, r.h.Src) {
+			t.log("aoe: dropped, not in the MAC mask", "src", r.h.Src, "disk", d.Slot)
+			continue
+		}
+		if r.h.Command == CmdATA && !queued && r.h.Version == Version {
+			queued = t.queueATA(d, r)
+			continue
+		}
+		t.control(d, r)
+	}
+	return queued
+}
+
+// queueATA hands an ATA request to d's workers, or answers it at once if
+// it is refused. A full queue drops it: the initiator retransmits.
+func (t *Target) queueATA(d *Disk, r *request) bool {
+	if err := ParseATAArg(r.buf, &r.a); err != nil {
+		t.replyError(d, &r.h, ErrBadArgument)
+		return false
+	}
+	if len(d.reserve) > 0 && !contains(d.reserve, r.h.Src) && r.a.CmdStatus != 0xEC {
+		t.replyError(d, &r.h, ErrTargetReserved)
+		return false
+	}
+	select {
+	case d.queue <- r:
+		return true
+	default:
+		t.log("aoe: queue full, dropped", "disk", d.Slot, "tag", r.h.Tag)
+		return false
+	}
+}
+
+// work runs the ATA requests of d's queue on host until the queue closes.
+func (t *Target) work(d *Disk, host *ata.Host) {
+	reply := make([]byte, t.frameSize)
+	for r := range d.queue {
+		r.h.Reply(t.mac, d.Shelf, d.Slot)
+		n := execATA(host, r.buf, &r.h, &r.a, reply, t.maxSectors)
+		if err := t.Transport.WriteFrame(reply[:n]); err != nil {
+			t.log("aoe: write", "err", err)
+		}
+		t.free <- r.buf[:0]
+	}
+}
+
+func (t *Target) replyError(d *Disk, req *Header, e Error) {
+	var b [MinFrameSize]byte
+	h := *req
+	h.Reply(t.mac, d.Shelf, d.Slot)
+	n := errorReply(b[:], &h, e)
+	if err := t.Transport.WriteFrame(b[:n]); err != nil {
+		t.log("aoe: write", "err", err)
+	}
+}
+
+// control answers the non-ATA commands, and ATA frames of another
+// protocol version, on the reading goroutine.
+func (t *Target) control(d *Disk, r *request) {
+	if r.h.Version != Version {
+		t.replyError(d, &r.h, ErrUnsupportedVersion)
+		return
+	}
+	switch r.h.Command {
+	case CmdQueryConfig:
+		t.queryConfig(d, r)
+	case CmdMACMask:
+		t.macMask(d, r)
+	case CmdReserveRelease:
+		t.reserveRelease(d, r)
+	default:
+		if r.h.Command < 0xF0 { // vendor commands are ignored
+			t.replyError(d, &r.h, ErrUnrecognizedCommand)
+		}
+	}
+}
+
+func (t *Target) announce(d *Disk) {
+	h := Header{Dst: BroadcastMAC, Src: t.mac, Version: Version, Flags: FlagResponse,
+		Major: d.Shelf, Minor: d.Slot, Command: CmdQueryConfig}
+	t.sendConfig(d, &h, ConfigRead)
+}
+
+func (t *Target) sendConfig(d *Disk, h *Header, cmd ConfigCmd) {
+	b := make([]byte, HeaderSize, HeaderSize+ConfigArgSize+len(d.Config))
+	h.Put(b)
+	c := ConfigArg{BufferCount: uint16(d.bufferCount()), Firmware: d.Firmware,
+		SectorCount: uint8(t.maxSectors), Version: Version, Cmd: cmd, String: d.Config}
+	b, _ = c.Append(b)
+	for len(b) < MinFrameSize {
+		b = append(b, 0)
+	}
+	if err := t.Transport.WriteFrame(b); err != nil {
+		t.log("aoe: write", "err", err)
+	}
+}
+
+func (t *Target) queryConfig(d *Disk, r *request) {
+	var c ConfigArg
+	if err := ParseConfigArg(r.buf, &c); err != nil {
+		if c.Cmd != ConfigRead {
+			return // vblade stays silent on a malformed non-read query
+		}
+	}
+	switch c.Cmd {
+	case ConfigRead:
+	case ConfigTest:
+		if !bytes.Equal(c.String, d.Config) {
+			return
+		}
+	case ConfigTestPrefix:
+		if !bytes.HasPrefix(d.Config, c.String) {
+			return
+		}
+	case ConfigSet:
+		if len(d.Config) > 0 && !bytes.Equal(c.String, d.Config) {
+			t.replyError(d, &r.h, ErrConfigStringPresent)
+			return
+		}
+		d.Config = append(d.Config[:0:0], c.String...)
+	case ConfigForceSet:
+		d.Config = append(d.Config[:0:0], c.String...)
+	default:
+		t.replyError(d, &r.h, ErrBadArgument)
+		return
+	}
+	h := r.h
+	h.Reply(t.mac, d.Shelf, d.Slot)
+	t.sendConfig(d, &h, c.Cmd)
+}

@@ -1,0 +1,38 @@
+//go:build !race
+
+package nbd_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nhdkit/nhd/nbd/nbdtest"
+)
+
+// StartReadAt, StartWriteAt and Wait allocate nothing in steady state
+// (the in-process server included; the race detector allocates on its
+// own, hence the build tag).
+func TestHandleZeroAllocs(t *testing.T) {
+	_, c := handleDial(t, []nbdtest.Option{nbdtest.WithSize(1 << 20)})
+	ctx := context.Background()
+	buf := make([]byte, 32<<10)
+	var err error
+	f := func() {
+		r, e1 := c.StartReadAt(ctx, buf[:16<<10], 0)
+		w, e2 := c.StartWriteAt(ctx, buf[16<<10:], 64<<10)
+		if e1 != nil || e2 != nil {
+			err = e1
+			if err == nil {
+				err = e2
+			}
+			return
+		}
+		if err = c.Wait(ctx, w); err == nil {
+			err = c.Wait(ctx, r)
+		}
+	}
+	f() // warm up
+	if n := testing.AllocsPerRun(200, f); n != 0 || err != nil {
+		t.Errorf("%v allocations per read and write, err %v", n, err)
+	}
+}
