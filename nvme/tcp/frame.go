@@ -71,6 +71,7 @@ type pduReader struct {
 	crc     uint32 // running data digest
 	dgst    bool   // this PDU's data has a digest
 	pad     [256]byte
+	dg      [DigestSize]byte
 }
 
 func newPDUReader(r io.Reader, maxData int) *pduReader {
@@ -186,11 +187,10 @@ func (r *pduReader) endData() error {
 		return nil
 	}
 	r.dgst = false
-	var d [DigestSize]byte
-	if _, err := io.ReadFull(r.br, d[:]); err != nil {
+	if _, err := io.ReadFull(r.br, r.dg[:]); err != nil {
 		return noEOF(err)
 	}
-	if binary.LittleEndian.Uint32(d[:]) != r.crc {
+	if binary.LittleEndian.Uint32(r.dg[:]) != r.crc {
 		return ErrDataDigest
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/nhdkit/nhd/nvme"
@@ -62,7 +63,9 @@ type conn struct {
 	r           *pduReader
 	f           framing
 	slots       []slot
-	free        chan uint16
+	freeMu      sync.Mutex
+	freeStack   []uint16      // free slots, the last freed on top
+	freeSig     chan struct{} // a slot was freed
 	out         chan uint32
 	wdead       chan struct{} // closed when the writer failed
 	wdone       chan struct{}
@@ -113,10 +116,35 @@ func (c *conn) serve() error {
 
 func (c *conn) setSlots(n int) {
 	c.slots = make([]slot, n)
-	c.free = make(chan uint16, n)
+	c.freeStack = make([]uint16, n)
 	for i := range n {
-		c.free <- uint16(i)
+		c.freeStack[i] = uint16(n - 1 - i)
 	}
+	c.freeSig = make(chan struct{}, 1)
+}
+
+// freeSlot returns slot i to the free stack: the slot freed last is taken
+// first, so a queue kept shallow by its host reuses the same few buffers.
+func (c *conn) freeSlot(i uint16) {
+	c.freeMu.Lock()
+	c.freeStack = append(c.freeStack, i)
+	c.freeMu.Unlock()
+	select {
+	case c.freeSig <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) popSlot() (uint16, bool) {
+	c.freeMu.Lock()
+	defer c.freeMu.Unlock()
+	n := len(c.freeStack)
+	if n == 0 {
+		return 0, false
+	}
+	i := c.freeStack[n-1]
+	c.freeStack = c.freeStack[:n-1]
+	return i, true
 }
 
 // loop reads PDUs until the connection ends.
@@ -175,20 +203,22 @@ func (c *conn) fail(err error) {
 }
 
 func (c *conn) takeSlot() (uint16, error) {
-	select {
-	case i := <-c.free:
+	if i, ok := c.popSlot(); ok {
 		return i, nil
-	default:
 	}
 	t := time.NewTimer(c.s.slotWait())
 	defer t.Stop()
-	select {
-	case i := <-c.free:
-		return i, nil
-	case <-t.C:
-		return 0, fatal(FESSequence, 0, "more commands in flight than the queue's entries")
-	case <-c.wdead:
-		return 0, net.ErrClosed
+	for {
+		select {
+		case <-c.freeSig:
+			if i, ok := c.popSlot(); ok {
+				return i, nil
+			}
+		case <-t.C:
+			return 0, fatal(FESSequence, 0, "more commands in flight than the queue's entries")
+		case <-c.wdead:
+			return 0, net.ErrClosed
+		}
 	}
 }
 
@@ -376,7 +406,7 @@ func (c *conn) write(item uint32) error {
 func (c *conn) flush() error {
 	err := c.snd.flush()
 	for _, i := range c.freed[:c.nfree] {
-		c.free <- i // the reader alone changes a slot's state
+		c.freeSlot(i) // the reader alone changes a slot's state
 	}
 	c.nfree = 0
 	return err
