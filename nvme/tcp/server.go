@@ -43,7 +43,10 @@ const (
 // MaxTransfer: memory per queue is bounded by QueueDepth x MaxTransfer,
 // and in steady state a command allocates nothing. Writes larger than the
 // in-capsule size are fetched with one R2T each. Malformed PDUs end the
-// connection with a C2HTermReq.
+// connection with a C2HTermReq. An admin queue whose controller has a keep
+// alive timeout is dropped after twice that time (plus a few seconds)
+// without a PDU from the host; ICReq and Connect must arrive within
+// HandshakeTimeout.
 type Server struct {
 	// Fabric holds the subsystems served. If its Discovery is nil, the
 	// Server sets it to list every subsystem at every listener's address.
