@@ -19,8 +19,6 @@ const (
 	DefaultMaxIOQueues = 64
 	// DefaultMDTS gives a largest transfer of 4 KiB << 5 = 128 KiB.
 	DefaultMDTS = 5
-	// DefaultInCapsuleSize is the in-capsule data an I/O queue accepts.
-	DefaultInCapsuleSize = 8192
 	// DefaultKAS is the keep alive granularity advertised, in 100 ms.
 	DefaultKAS = 10
 )
@@ -80,7 +78,9 @@ type Fabric struct {
 	// 0 means DefaultMDTS.
 	MDTS uint8
 	// InCapsuleSize is the in-capsule data an I/O queue of the transport
-	// accepts (IOCCSZ); 0 means DefaultInCapsuleSize.
+	// accepts (IOCCSZ), a multiple of 16 up to the largest transfer; 0
+	// means the largest transfer, so that hosts send every write with its
+	// command (no R2T round trip).
 	InCapsuleSize int
 
 	once  sync.Once
@@ -121,7 +121,7 @@ func (f *Fabric) setup() error {
 		f.MDTS = DefaultMDTS
 	}
 	if f.InCapsuleSize == 0 {
-		f.InCapsuleSize = DefaultInCapsuleSize
+		f.InCapsuleSize = 4096 << f.MDTS
 	}
 	switch {
 	case f.QueueDepth < 2 || f.QueueDepth > 65536:
@@ -130,7 +130,7 @@ func (f *Fabric) setup() error {
 		return fmt.Errorf("%w: %d I/O queues", ErrBadConfig, f.MaxIOQueues)
 	case f.MDTS > 15:
 		return fmt.Errorf("%w: MDTS %d", ErrBadConfig, f.MDTS)
-	case f.InCapsuleSize < 0 || f.InCapsuleSize%16 != 0 || f.InCapsuleSize > 1<<20:
+	case f.InCapsuleSize < 0 || f.InCapsuleSize%16 != 0 || f.InCapsuleSize > 4096<<f.MDTS:
 		return fmt.Errorf("%w: in-capsule size %d", ErrBadConfig, f.InCapsuleSize)
 	}
 	f.subs = make(map[string]*subsystem)

@@ -35,6 +35,11 @@ func startServer(t testing.TB, disk nbd.Backend, bs int, opts ...func(*Server)) 
 	return s, l.Addr().String()
 }
 
+// inCapsule sets the target's in-capsule size (0: its default).
+func inCapsule(n int) func(*Server) {
+	return func(s *Server) { s.Fabric.InCapsuleSize = n }
+}
+
 func dialTest(t testing.TB, addr string, cfg *Config) *Host {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -52,16 +57,19 @@ func TestLoopback(t *testing.T) {
 		name   string
 		hd, dd bool
 		bs     int
+		inCap  int // the target's in-capsule size: writes past it take an R2T
 	}{
-		{"plain", false, false, 512},
-		{"header digest", true, false, 4096},
-		{"data digest", false, true, 512},
-		{"both digests", true, true, 4096},
+		{"plain", false, false, 512, 0},
+		{"plain, R2T", false, false, 4096, 8192},
+		{"header digest", true, false, 4096, 8192},
+		{"data digest", false, true, 512, 0},
+		{"both digests", true, true, 4096, 0},
+		{"both digests, R2T", true, true, 512, 8192},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const size = 8 << 20
 			disk := nbd.NewMemDisk(size)
-			_, addr := startServer(t, disk, tc.bs)
+			_, addr := startServer(t, disk, tc.bs, inCapsule(tc.inCap))
 			h := dialTest(t, addr, &Config{IOQueues: 3, QueueDepth: 16, HeaderDigest: tc.hd, DataDigest: tc.dd})
 			if h.Size() != size || h.BlockSize() != tc.bs || h.IOQueues() != 3 {
 				t.Fatalf("size %d block %d queues %d", h.Size(), h.BlockSize(), h.IOQueues())
