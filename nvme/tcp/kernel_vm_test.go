@@ -47,8 +47,10 @@ func (c *countingBackend) Trim(ctx context.Context, off, length int64) error {
 // loopback (10.0.2.2 in the guest): nvme discover lists the subsystem,
 // nvme connect makes /dev/nvme0n1, ext4 goes through it (mkfs, files,
 // fstrim, sync, e2fsck -f -n, every checksum verified after a remount),
-// nvme disconnect; then again with header and data digests, with direct
-// I/O checked byte for byte.
+// nvme disconnect; then again with header and data digests to a second
+// Server on the same disk whose small in-capsule size makes the kernel
+// send its larger writes after an R2T, with direct I/O checked byte for
+// byte.
 func TestKernelHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a virtual machine")
@@ -58,21 +60,25 @@ func TestKernelHost(t *testing.T) {
 	vm := vmtest.New(t)
 
 	disk := &countingBackend{MemDisk: nbd.NewMemDisk(128 << 20)}
-	f := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: disk}}}}}
-	srv := &Server{Fabric: f}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	serve := func(inCap int) int {
+		f := &nvme.Fabric{InCapsuleSize: inCap, Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: disk}}}}}
+		srv := &Server{Fabric: f}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() })
+		return l.Addr().(*net.TCPAddr).Port
 	}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	port := l.Addr().(*net.TCPAddr).Port
+	port, portR2T := serve(0), serve(8192)
 
 	vm.UserNet()
 	vm.Module("nvme-tcp")
 	vm.Module("crc32c_generic") // the digests' crypto, asked for at connect time
 	vm.Program(nvmeCLI)
 	who := fmt.Sprintf("-t tcp -a 10.0.2.2 -s %d --hostnqn=%s --hostid=%s", port, guestHostNQN, guestHostID)
+	whoR2T := fmt.Sprintf("-t tcp -a 10.0.2.2 -s %d --hostnqn=%s --hostid=%s", portR2T, guestHostNQN, guestHostID)
 	waitDev := `i=0
 while [ ! -b /dev/nvme0n1 ]; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done
 cat /sys/block/nvme0n1/size /sys/class/nvme/nvme0/model /sys/class/nvme/nvme0/subsysnqn
@@ -101,7 +107,7 @@ cat /sys/block/nvme0n1/size /sys/class/nvme/nvme0/model /sys/class/nvme/nvme0/su
 		}
 	}
 	vm.Step("disconnect", nvmeCLI+" disconnect -n "+testNQN+"\n")
-	vm.Step("digests/connect", nvmeCLI+" connect "+who+" -n "+testNQN+" --hdr-digest --data-digest\n"+waitDev)
+	vm.Step("digests/connect", nvmeCLI+" connect "+whoR2T+" -n "+testNQN+" --hdr-digest --data-digest\n"+waitDev)
 	vm.Step("digests/io", `head -c 4194304 /dev/urandom > /tmp/pattern
 dd if=/tmp/pattern of=/dev/nvme0n1 bs=128k seek=64 oflag=direct 2>&1 | tail -1
 dd if=/dev/nvme0n1 of=/tmp/back bs=128k skip=64 count=32 iflag=direct 2>&1 | tail -1
