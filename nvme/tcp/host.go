@@ -35,7 +35,7 @@ type Config struct {
 	// 0 means GOMAXPROCS. The controller may grant fewer.
 	IOQueues int
 	// QueueDepth is the entries of each I/O queue; 0 means 128. It is
-	// capped by the controller's CAP.MQES and MAXCMD.
+	// capped by the controller's CAP.MQES and MAXCMD, and at least 2.
 	QueueDepth int
 	// HeaderDigest and DataDigest ask for CRC32C digests on every PDU.
 	HeaderDigest, DataDigest bool
@@ -227,6 +227,7 @@ func (h *Host) connectIO(ctx context.Context, addr string, n int) error {
 	if h.id.MaxCmd > 0 {
 		depth = min(depth, int(h.id.MaxCmd))
 	}
+	depth = max(depth, 2) // SQSIZE is 0's based and must not be 0
 	inCap := max(int(h.id.IOCCSZ)*16-64, 0)
 	d := nvme.ConnectData{HostID: h.cfg.HostID, ControllerID: h.cntlid, SubNQN: h.subNQN, HostNQN: h.cfg.HostNQN}
 	for qid := 1; qid <= n; qid++ {
