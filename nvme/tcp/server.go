@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,20 +106,22 @@ func (s *Server) logger() *slog.Logger {
 	return s.Logger
 }
 
-// discovery lists every subsystem at the address of every listener.
+// discovery lists every subsystem at the address of every TCP listener,
+// the listeners in address order numbered as ports from 1.
 func (s *Server) discovery() []nvme.DiscoveryLogEntry {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var es []nvme.DiscoveryLogEntry
-	port := uint16(0)
+	var addrs []*net.TCPAddr
 	for l := range s.listeners {
-		port++
-		addr, ok := l.Addr().(*net.TCPAddr)
-		if !ok {
-			continue
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			addrs = append(addrs, a)
 		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(addrs, func(a, b *net.TCPAddr) int { return strings.Compare(a.String(), b.String()) })
+	var es []nvme.DiscoveryLogEntry
+	for i, addr := range addrs {
 		e := nvme.DiscoveryLogEntry{TrType: nvme.TransportTCP, AdrFam: nvme.AddressIPv4, Subtype: nvme.SubtypeNVM,
-			PortID: port, ControllerID: nvme.DynamicControllerID, ASQSZ: 32, TrSvcID: strconv.Itoa(addr.Port),
+			PortID: uint16(i + 1), ControllerID: nvme.DynamicControllerID, ASQSZ: 32, TrSvcID: strconv.Itoa(addr.Port),
 			TrAddr: addr.IP.String(), TReq: nvme.TREQSQFlowDisable}
 		if addr.IP.To4() == nil {
 			e.AdrFam = nvme.AddressIPv6
