@@ -194,7 +194,7 @@ func (s *subsystem) smart() *SMARTLog {
 func (c *Controller) discoveryLog() []byte {
 	var es []DiscoveryLogEntry
 	if c.f.Discovery != nil {
-		es = c.f.Discovery()
+		es = c.f.Discovery(c.local)
 	}
 	page := make([]byte, DiscoveryLogPageSize*(1+len(es)))
 	h := DiscoveryLogHeader{GenCtr: 1, NumRec: uint64(len(es))}

@@ -1,6 +1,7 @@
 package nvme
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ type Controller struct {
 	id      uint16
 	hostNQN string
 	hostID  [16]byte
+	local   net.Addr // the admin queue's Queue.Local
 	ready   atomic.Bool
 	kato    atomic.Uint32
 	lastKA  atomic.Int64 // unix ns of the last Keep Alive
@@ -127,7 +129,7 @@ func (q *Queue) connectAdmin(k Connect, d *ConnectData, sub *subsystem) (uint64,
 	if d.ControllerID != DynamicControllerID {
 		return invalidParam(true, ConnectOffsetCNTLID)
 	}
-	c := &Controller{f: q.f, sub: sub, hostNQN: d.HostNQN, hostID: d.HostID, ioQueues: make([]bool, q.f.MaxIOQueues+1)}
+	c := &Controller{f: q.f, sub: sub, hostNQN: d.HostNQN, hostID: d.HostID, local: q.Local, ioQueues: make([]bool, q.f.MaxIOQueues+1)}
 	c.kato.Store(k.KATO)
 	c.lastKA.Store(time.Now().UnixNano())
 	f := q.f

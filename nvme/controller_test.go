@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"syscall"
 	"testing"
 
@@ -230,7 +231,7 @@ func TestControllerConnectErrors(t *testing.T) {
 
 func TestDiscoveryController(t *testing.T) {
 	f := newFabric(nbd.NewMemDisk(1<<20), 0)
-	f.Discovery = func() []DiscoveryLogEntry {
+	f.Discovery = func(net.Addr) []DiscoveryLogEntry {
 		return []DiscoveryLogEntry{{TrType: TransportTCP, Subtype: SubtypeNVM, SubNQN: testNQN, TrAddr: "127.0.0.1", TrSvcID: "4420"}}
 	}
 	h := &harness{t: t, f: f, admin: f.NewQueue()}

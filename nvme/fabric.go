@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -65,9 +66,11 @@ type Subsystem struct {
 // is safe for concurrent use.
 type Fabric struct {
 	Subsystems []*Subsystem
-	// Discovery returns the entries of the discovery log page; the
-	// transport sets it (nil: an empty log).
-	Discovery func() []DiscoveryLogEntry
+	// Discovery returns the entries of the discovery log page for a
+	// discovery controller whose admin queue has the transport address
+	// local (Queue.Local: the address the host reached); the transport
+	// sets it (nil: an empty log).
+	Discovery func(local net.Addr) []DiscoveryLogEntry
 	// QueueDepth bounds the entries of each queue (CAP.MQES + 1, at most
 	// 65536); 0 means DefaultQueueDepth.
 	QueueDepth int
@@ -205,6 +208,11 @@ func (f *Fabric) NewQueue() *Queue {
 // connection's reader): a Queue is not safe for concurrent use, but the
 // queues of a controller run concurrently.
 type Queue struct {
+	// Local is the transport address the host reached this queue at,
+	// set by the transport before the first Exec (nil if unknown); the
+	// discovery log names it for listeners on an unspecified address.
+	Local net.Addr
+
 	f     *Fabric
 	ctrl  *Controller
 	id    uint16

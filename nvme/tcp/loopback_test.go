@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -177,6 +178,27 @@ func TestDiscover(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	if len(es) != 1 || es[0].SubNQN != testNQN || es[0].TrSvcID != port || es[0].TrAddr != "127.0.0.1" || es[0].TrType != nvme.TransportTCP {
+		t.Fatalf("discovery entries %+v", es)
+	}
+}
+
+// A listener on 0.0.0.0 is named in the discovery log by the address the
+// host reached it at.
+func TestDiscoverUnspecified(t *testing.T) {
+	f := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: nbd.NewMemDisk(1 << 20)}}}}}
+	s := &Server{Fabric: f}
+	l, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	defer s.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	es, err := Discover(context.Background(), net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].TrAddr != "127.0.0.1" || es[0].TrSvcID != strconv.Itoa(port) {
 		t.Fatalf("discovery entries %+v", es)
 	}
 }

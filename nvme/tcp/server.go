@@ -107,8 +107,12 @@ func (s *Server) logger() *slog.Logger {
 }
 
 // discovery lists every subsystem at the address of every TCP listener,
-// the listeners in address order numbered as ports from 1.
-func (s *Server) discovery() []nvme.DiscoveryLogEntry {
+// the listeners in address order numbered as ports from 1. A listener on
+// an unspecified address (0.0.0.0, ::) is named by the address the host
+// reached it at, local, when the ports match: hosts cannot connect to
+// 0.0.0.0.
+func (s *Server) discovery(local net.Addr) []nvme.DiscoveryLogEntry {
+	reached, _ := local.(*net.TCPAddr)
 	s.mu.Lock()
 	var addrs []*net.TCPAddr
 	for l := range s.listeners {
@@ -120,6 +124,9 @@ func (s *Server) discovery() []nvme.DiscoveryLogEntry {
 	slices.SortFunc(addrs, func(a, b *net.TCPAddr) int { return strings.Compare(a.String(), b.String()) })
 	var es []nvme.DiscoveryLogEntry
 	for i, addr := range addrs {
+		if addr.IP.IsUnspecified() && reached != nil && reached.Port == addr.Port {
+			addr = reached
+		}
 		e := nvme.DiscoveryLogEntry{TrType: nvme.TransportTCP, AdrFam: nvme.AddressIPv4, Subtype: nvme.SubtypeNVM,
 			PortID: uint16(i + 1), ControllerID: nvme.DynamicControllerID, ASQSZ: 32, TrSvcID: strconv.Itoa(addr.Port),
 			TrAddr: addr.IP.String(), TReq: nvme.TREQSQFlowDisable}
@@ -203,6 +210,7 @@ func (s *Server) ServeConn(nc net.Conn) error {
 		tc.SetNoDelay(true)
 	}
 	c := &conn{s: s, nc: nc, q: s.Fabric.NewQueue(), maxTransfer: s.Fabric.MaxTransfer()}
+	c.q.Local = nc.LocalAddr()
 	err := c.serve()
 	log := s.logger()
 	if err != nil && !errors.Is(err, net.ErrClosed) {

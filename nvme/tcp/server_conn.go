@@ -95,6 +95,7 @@ func (c *conn) serve() error {
 	}
 	if err != nil {
 		c.fail(err)
+		c.linger()
 		c.nc.Close()
 		c.q.Close()
 		return err
@@ -109,6 +110,7 @@ func (c *conn) serve() error {
 	c.fail(err)
 	close(c.out)
 	<-c.wdone
+	c.linger()
 	c.nc.Close()
 	c.q.Close()
 	return err
@@ -200,6 +202,21 @@ func (c *conn) fail(err error) {
 	} else {
 		c.write(kindTerm)
 	}
+}
+
+// linger, after a TermReq, ends the connection gracefully: FIN first,
+// then what the host still sends is read and dropped for a moment, so
+// that closing with unread data (which sends a reset) does not destroy the
+// TermReq before the host reads it.
+func (c *conn) linger() {
+	if c.termLen == 0 {
+		return
+	}
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	io.Copy(io.Discard, io.LimitReader(c.nc, 1<<20))
 }
 
 func (c *conn) takeSlot() (uint16, error) {

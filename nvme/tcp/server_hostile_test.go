@@ -128,7 +128,7 @@ func (h *rawHost) term(fes FES, fei int64) {
 		h.t.Fatalf("TermReq FES %v FEI %d (%d bytes of header), want %v %d", tr.FES, tr.FEI, len(data), fes, fei)
 	}
 	if _, err := h.nc.Read(make([]byte, 1)); err != io.EOF {
-		h.t.Fatalf("after the TermReq: %v, want EOF", err)
+		h.t.Fatalf("after the TermReq: %v, want EOF (the target shuts its side)", err)
 	}
 }
 
