@@ -202,3 +202,61 @@ func TestDiscoverUnspecified(t *testing.T) {
 		t.Fatalf("discovery entries %+v", es)
 	}
 }
+
+func TestHostAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1":                "127.0.0.1:4420",
+		"127.0.0.1:4421":           "127.0.0.1:4421",
+		"tcp://10.1.2.3:9000":      "10.1.2.3:9000",
+		"nvme+tcp://host.example/": "host.example:4420",
+		"[::1]":                    "[::1]:4420",
+		"tcp://[::1]:5000":         "[::1]:5000",
+	} {
+		if got := hostAddr(in, DefaultPort); got != want {
+			t.Errorf("hostAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Several subsystems by NQN on one Server: each is its own namespace.
+func TestSubsystems(t *testing.T) {
+	a, b := nbd.NewMemDisk(1<<20), nbd.NewMemDisk(2<<20)
+	f := &nvme.Fabric{Subsystems: []*nvme.Subsystem{
+		{NQN: "nqn.test:a", Namespaces: []nvme.Namespace{{Backend: a}}},
+		{NQN: "nqn.test:b", Namespaces: []nvme.Namespace{{Backend: b, BlockSize: 4096}}},
+	}}
+	s := &Server{Fabric: f}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	defer s.Close()
+	ctx := context.Background()
+	es, err := Discover(ctx, l.Addr().String(), nil)
+	if err != nil || len(es) != 2 || es[0].SubNQN != "nqn.test:a" || es[1].SubNQN != "nqn.test:b" {
+		t.Fatalf("discovery %+v %v", es, err)
+	}
+	for _, tc := range []struct {
+		nqn  string
+		disk *nbd.MemDisk
+		size int64
+	}{{"nqn.test:a", a, 1 << 20}, {"nqn.test:b", b, 2 << 20}} {
+		h, err := Dial(ctx, l.Addr().String(), tc.nqn, &Config{IOQueues: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Size() != tc.size {
+			t.Errorf("%s: %d bytes", tc.nqn, h.Size())
+		}
+		if _, err := h.WriteAt(bytes.Repeat([]byte(tc.nqn[9:]), 4096), 0); err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+		got := make([]byte, 1)
+		tc.disk.ReadAt(got, 0)
+		if string(got) != tc.nqn[9:] {
+			t.Errorf("%s wrote %q to its disk", tc.nqn, got)
+		}
+	}
+}
