@@ -1,0 +1,155 @@
+// Command nvmebench runs issue 18's comparison in one process: this
+// module's NVMe/TCP target and host against its NBD server and client, on
+// loopback over the same kind of memory disk, with the same jobs (4 KiB
+// random reads at depth 32, 64 KiB reads and writes at depth 8), with one
+// I/O queue (one NBD connection) and with one per core. It prints one row
+// per job: bandwidth of each pair and their ratio.
+//
+//	go run ./examples/nvmebench -runtime 10s
+//
+// Run it on a quiet machine; the same jobs are Go benchmarks in nvme/tcp
+// (BenchmarkLoopbackNVMeTCP, BenchmarkLoopbackNBD).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nhdkit/nhd/nbd"
+	"github.com/nhdkit/nhd/nvme"
+	"github.com/nhdkit/nhd/nvme/tcp"
+)
+
+const diskSize = 64 << 20
+
+type job struct {
+	name  string
+	size  int
+	depth int
+	write bool
+}
+
+var jobs = []job{
+	{"4KiB randread qd32", 4 << 10, 32, false},
+	{"64KiB read qd8", 64 << 10, 8, false},
+	{"64KiB write qd8", 64 << 10, 8, true},
+}
+
+type disk interface {
+	ReadAt([]byte, int64) (int, error)
+	WriteAt([]byte, int64) (int, error)
+}
+
+func main() {
+	runtimeFlag := flag.Duration("runtime", 5*time.Second, "how long each job runs on each pair")
+	flag.Parse()
+	if err := run(os.Stdout, *runtimeFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "nvmebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out io.Writer, d time.Duration) error {
+	fmt.Fprintf(out, "%-20s %-8s %12s %12s %7s\n", "job", "queues", "NVMe/TCP MB/s", "NBD MB/s", "ratio")
+	for _, queues := range []int{1, runtime.GOMAXPROCS(0)} {
+		for _, j := range jobs {
+			nv, err := nvmePair(queues, func(dk disk) (float64, error) { return measure(dk, j, d) })
+			if err != nil {
+				return fmt.Errorf("NVMe/TCP %s: %w", j.name, err)
+			}
+			nb, err := nbdPair(queues, func(dk disk) (float64, error) { return measure(dk, j, d) })
+			if err != nil {
+				return fmt.Errorf("NBD %s: %w", j.name, err)
+			}
+			fmt.Fprintf(out, "%-20s %-8d %12.1f %12.1f %7.2f\n", j.name, queues, nv/1e6, nb/1e6, nv/nb)
+		}
+	}
+	return nil
+}
+
+// nvmePair serves a memory disk with tcp.Server and runs f on a tcp.Host.
+func nvmePair(queues int, f func(disk) (float64, error)) (float64, error) {
+	const nqn = "nqn.2026-01.io.nhd:bench"
+	fab := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: nqn, Namespaces: []nvme.Namespace{{Backend: nbd.NewMemDisk(diskSize)}}}}}
+	srv := &tcp.Server{Fabric: fab}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	h, err := tcp.Dial(context.Background(), l.Addr().String(), nqn, &tcp.Config{IOQueues: queues, KeepAlive: -1})
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	return f(h)
+}
+
+// nbdPair serves a memory disk with nbd.Server and runs f on an
+// nbd.Client with that many connections.
+func nbdPair(conns int, f func(disk) (float64, error)) (float64, error) {
+	srv := &nbd.Server{Exports: []nbd.Export{{Backend: nbd.NewMemDisk(diskSize)}}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	go srv.Serve(l)
+	defer srv.Close()
+	c, err := nbd.Dial(context.Background(), "nbd://"+l.Addr().String()+"/", nbd.WithConnections(conns))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return f(c)
+}
+
+// measure runs j on dk for d from j.depth goroutines (after filling the
+// disk, so reads meet allocated memory) and returns bytes per second.
+func measure(dk disk, j job, d time.Duration) (float64, error) {
+	fill := make([]byte, 1<<20)
+	for off := int64(0); off < diskSize; off += int64(len(fill)) {
+		if _, err := dk.WriteAt(fill, off); err != nil {
+			return 0, err
+		}
+	}
+	var ops atomic.Int64
+	var first atomic.Pointer[error]
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	begin := time.Now()
+	for g := range j.depth {
+		wg.Go(func() {
+			buf := make([]byte, j.size)
+			r := rand.New(rand.NewPCG(uint64(g), 18))
+			for time.Now().Before(stop) {
+				off := int64(r.IntN(diskSize/j.size)) * int64(j.size)
+				var err error
+				if j.write {
+					_, err = dk.WriteAt(buf, off)
+				} else {
+					_, err = dk.ReadAt(buf, off)
+				}
+				if err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+				ops.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return 0, *p
+	}
+	return float64(ops.Load()) * float64(j.size) / time.Since(begin).Seconds(), nil
+}

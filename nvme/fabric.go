@@ -1,0 +1,293 @@
+package nvme
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nhdkit/nhd/nbd"
+)
+
+// Defaults of a Fabric's limits, used where its fields are zero.
+const (
+	// DefaultQueueDepth is the most entries of a queue (CAP.MQES + 1).
+	DefaultQueueDepth = 128
+	// DefaultMaxIOQueues is the most I/O queues of a controller.
+	DefaultMaxIOQueues = 64
+	// DefaultMDTS gives a largest transfer of 4 KiB << 5 = 128 KiB.
+	DefaultMDTS = 5
+	// DefaultKAS is the keep alive granularity advertised, in 100 ms.
+	DefaultKAS = 10
+)
+
+// Errors of a Fabric's configuration.
+var (
+	ErrBadConfig = errors.New("nvme: bad fabric configuration")
+)
+
+// Namespace is one namespace of a Subsystem: a Backend seen as blocks.
+type Namespace struct {
+	// Backend holds the namespace's bytes. It is called from the
+	// goroutines of every queue at once and must be safe for concurrent
+	// use; its optional nbd interfaces are used when present: Flusher
+	// (Flush, FUA writes, VWC advertised), FUAWriter, Zeroer (Write
+	// Zeroes; otherwise zeroes are written), Trimmer (Dataset Management
+	// deallocate; otherwise deallocate does nothing). Its Size is read
+	// once, when the Fabric starts, and rounded down to whole blocks.
+	Backend nbd.Backend
+	// BlockSize is 512 or 4096; 0 means 512.
+	BlockSize int
+	// ReadOnly refuses writes with Namespace Is Write Protected.
+	ReadOnly bool
+	// UUID identifies the namespace to hosts; zero means derived from
+	// the subsystem's NQN and the namespace id.
+	UUID [16]byte
+}
+
+// Subsystem is an NVM subsystem served under its NQN: namespaces 1..n are
+// Namespaces[0..n-1].
+type Subsystem struct {
+	NQN        string
+	Serial     string // up to 20 ASCII characters; empty: derived from the NQN
+	Model      string // up to 40; empty: "nhd"
+	Firmware   string // up to 8; empty: "nhd"
+	Namespaces []Namespace
+}
+
+// Fabric is the controller side of an NVMe over Fabrics target,
+// independent of its transport: subsystems found by NQN, the discovery
+// subsystem, and the controllers Connect commands create. A transport
+// makes one Queue per connection and passes it every command it receives.
+// Set the fields, then use it; they must not change afterwards. A Fabric
+// is safe for concurrent use.
+type Fabric struct {
+	Subsystems []*Subsystem
+	// Discovery returns the entries of the discovery log page for a
+	// discovery controller whose admin queue has the transport address
+	// local (Queue.Local: the address the host reached); the transport
+	// sets it (nil: an empty log).
+	Discovery func(local net.Addr) []DiscoveryLogEntry
+	// QueueDepth bounds the entries of each queue (CAP.MQES + 1, at most
+	// 65536); 0 means DefaultQueueDepth.
+	QueueDepth int
+	// MaxIOQueues bounds the I/O queues of a controller; 0 means
+	// DefaultMaxIOQueues.
+	MaxIOQueues int
+	// MDTS sets the largest transfer of a command, 4 KiB << MDTS (1..15);
+	// 0 means DefaultMDTS.
+	MDTS uint8
+	// InCapsuleSize is the in-capsule data an I/O queue of the transport
+	// accepts (IOCCSZ), a multiple of 16 up to the largest transfer; 0
+	// means the largest transfer, so that hosts send every write with its
+	// command (no R2T round trip).
+	InCapsuleSize int
+
+	once  sync.Once
+	err   error
+	subs  map[string]*subsystem
+	mu    sync.Mutex
+	ctrls map[uint16]*Controller
+	next  uint16
+}
+
+type subsystem struct {
+	*Subsystem
+	ns    []namespace
+	flush bool // some namespace is a Flusher: VWC
+	stats struct{ reads, writes, unitsRead, unitsWritten atomic.Uint64 }
+}
+
+type namespace struct {
+	Namespace
+	blocks uint64
+	shift  uint
+	uuid   [16]byte
+}
+
+func (f *Fabric) init() error {
+	f.once.Do(func() { f.err = f.setup() })
+	return f.err
+}
+
+func (f *Fabric) setup() error {
+	if f.QueueDepth == 0 {
+		f.QueueDepth = DefaultQueueDepth
+	}
+	if f.MaxIOQueues == 0 {
+		f.MaxIOQueues = DefaultMaxIOQueues
+	}
+	if f.MDTS == 0 {
+		f.MDTS = DefaultMDTS
+	}
+	if f.InCapsuleSize == 0 {
+		f.InCapsuleSize = 4096 << f.MDTS
+	}
+	switch {
+	case f.QueueDepth < 2 || f.QueueDepth > 65536:
+		return fmt.Errorf("%w: queue depth %d", ErrBadConfig, f.QueueDepth)
+	case f.MaxIOQueues < 1 || f.MaxIOQueues > 65535:
+		return fmt.Errorf("%w: %d I/O queues", ErrBadConfig, f.MaxIOQueues)
+	case f.MDTS > 15:
+		return fmt.Errorf("%w: MDTS %d", ErrBadConfig, f.MDTS)
+	case f.InCapsuleSize < 0 || f.InCapsuleSize%16 != 0 || f.InCapsuleSize > 4096<<f.MDTS:
+		return fmt.Errorf("%w: in-capsule size %d", ErrBadConfig, f.InCapsuleSize)
+	}
+	f.subs = make(map[string]*subsystem)
+	f.ctrls = make(map[uint16]*Controller)
+	for _, s := range f.Subsystems {
+		if err := f.addSubsystem(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Fabric) addSubsystem(s *Subsystem) error {
+	if s.NQN == "" || len(s.NQN) > 223 || s.NQN == DiscoveryNQN || f.subs[s.NQN] != nil {
+		return fmt.Errorf("%w: subsystem NQN %q empty, too long, reserved or repeated", ErrBadConfig, s.NQN)
+	}
+	sub := &subsystem{Subsystem: s}
+	for i, n := range s.Namespaces {
+		if n.Backend == nil {
+			return fmt.Errorf("%w: %s namespace %d has no backend", ErrBadConfig, s.NQN, i+1)
+		}
+		bs := n.BlockSize
+		if bs == 0 {
+			bs = 512
+		}
+		if bs != 512 && bs != 4096 {
+			return fmt.Errorf("%w: %s namespace %d block size %d", ErrBadConfig, s.NQN, i+1, bs)
+		}
+		ns := namespace{Namespace: n, uuid: n.UUID}
+		ns.BlockSize = bs
+		for ; 1<<ns.shift < bs; ns.shift++ {
+		}
+		ns.blocks = uint64(n.Backend.Size()) >> ns.shift
+		if ns.uuid == [16]byte{} {
+			h := sha256.Sum256(fmt.Appendf(nil, "%s/%d", s.NQN, i+1))
+			copy(ns.uuid[:], h[:])
+			ns.uuid[6] = ns.uuid[6]&0x0F | 0x50 // a name-based UUID
+			ns.uuid[8] = ns.uuid[8]&0x3F | 0x80
+		}
+		if _, ok := n.Backend.(nbd.Flusher); ok {
+			sub.flush = true
+		}
+		sub.ns = append(sub.ns, ns)
+	}
+	f.subs[s.NQN] = sub
+	return nil
+}
+
+// Check validates the configuration (it is also done by the first
+// NewQueue); it returns an error matching ErrBadConfig.
+func (f *Fabric) Check() error { return f.init() }
+
+// MaxTransfer returns the largest data transfer of one command.
+func (f *Fabric) MaxTransfer() int {
+	if f.init() != nil {
+		return 4096 << DefaultMDTS
+	}
+	return 4096 << f.MDTS
+}
+
+// NewQueue returns a queue not yet connected: its first command must be a
+// Connect. It panics if the configuration is bad (see Check).
+func (f *Fabric) NewQueue() *Queue {
+	if err := f.init(); err != nil {
+		panic(err)
+	}
+	return &Queue{f: f}
+}
+
+// Queue is one submission/completion queue pair of a transport
+// connection. Its Exec is called by one goroutine at a time (the
+// connection's reader): a Queue is not safe for concurrent use, but the
+// queues of a controller run concurrently.
+type Queue struct {
+	// Local is the transport address the host reached this queue at,
+	// set by the transport before the first Exec (nil if unknown); the
+	// discovery log names it for listeners on an unspecified address.
+	Local net.Addr
+
+	f     *Fabric
+	ctrl  *Controller
+	id    uint16
+	size  int
+	noSQF bool
+}
+
+// Connected reports whether a Connect succeeded on q.
+func (q *Queue) Connected() bool { return q.ctrl != nil }
+
+// ID returns the queue id given by Connect (0: the admin queue).
+func (q *Queue) ID() uint16 { return q.id }
+
+// Size returns the entries of q as Connect set them (0 before).
+func (q *Queue) Size() int { return q.size }
+
+// SQFlowDisabled reports whether Connect turned SQ flow control off.
+func (q *Queue) SQFlowDisabled() bool { return q.noSQF }
+
+// KeepAlive returns the controller's keep alive timeout in ms (0: none).
+func (q *Queue) KeepAlive() uint32 {
+	if q.ctrl == nil {
+		return 0
+	}
+	return q.ctrl.kato.Load()
+}
+
+// Controller returns the controller q belongs to, nil before Connect.
+func (q *Queue) Controller() *Controller { return q.ctrl }
+
+// Exec runs cmd, whose data buffer is data: for a command that sends data
+// (a write) it holds the data received, for one that returns data (a
+// read) Exec fills it; its length is the command's SGL length. It returns
+// the completion, or held true for a command the controller keeps (an
+// Asynchronous Event Request), which completes only if an event happens
+// (never, for now: namespaces do not change) or never. Exec does not
+// retain data.
+func (q *Queue) Exec(ctx context.Context, cmd *Command, data []byte) (cpl Completion, held bool) {
+	cpl = Completion{CID: cmd.CID, SQID: q.id}
+	var st Status
+	switch {
+	case cmd.Opcode == OpFabrics:
+		cpl.Result, st = q.fabrics(cmd, data)
+	case q.ctrl == nil:
+		st = StatusCommandSequence | StatusDNR
+	case q.id == 0:
+		cpl.Result, st, held = q.ctrl.admin(ctx, cmd, data)
+	case !q.ctrl.ready.Load():
+		st = StatusCommandSequence | StatusDNR
+	default:
+		st = q.ctrl.sub.io(ctx, cmd, data)
+	}
+	cpl.Status, cpl.SQID = st, q.id
+	if !st.Success() && q.ctrl != nil {
+		q.ctrl.logError(q.id, cmd, st)
+	}
+	return cpl, held
+}
+
+// Close ends q; closing the admin queue ends its controller, whose I/O
+// queues then fail their commands.
+func (q *Queue) Close() {
+	c := q.ctrl
+	if c == nil {
+		return
+	}
+	q.ctrl = nil
+	if q.id == 0 {
+		c.ready.Store(false)
+		q.f.mu.Lock()
+		delete(q.f.ctrls, c.id)
+		q.f.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	c.ioQueues[q.id] = false
+	c.mu.Unlock()
+}

@@ -1,0 +1,49 @@
+//go:build !race
+
+package tcp
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nhdkit/nhd/nbd"
+)
+
+// Host and Server together allocate nothing per command in steady state
+// (the race detector allocates on its own, hence the build tag): every
+// allocation the process makes during a call is counted, the target's
+// included. With digests off writes go in-capsule, with digests on the
+// 128 KiB ones take an R2T.
+func TestZeroAllocs(t *testing.T) {
+	for _, dg := range []bool{false, true} {
+		disk := nbd.NewMemDisk(16 << 20)
+		inCap := 0
+		if dg {
+			inCap = 8192
+		}
+		_, addr := startServer(t, disk, 512, inCapsule(inCap))
+		h := dialTest(t, addr, &Config{IOQueues: 1, KeepAlive: -1, HeaderDigest: dg, DataDigest: dg})
+		buf := make([]byte, 4096)
+		big := make([]byte, 128<<10)
+		var err error
+		for _, tc := range []struct {
+			name string
+			f    func()
+		}{
+			{"WriteAt 4K", func() { _, err = h.WriteAt(buf, 8192) }},
+			{"ReadAt 4K", func() { _, err = h.ReadAt(buf, 8192) }},
+			{"WriteAt 128K", func() { _, err = h.WriteAt(big, 1<<20) }},
+			{"ReadAt 128K", func() { _, err = h.ReadAt(big, 1<<20) }},
+			{"ReadAt 1M", func() { _, err = h.ReadAt(make1M, 2<<20) }},
+			{"Flush", func() { err = h.Flush(context.Background()) }},
+		} {
+			tc.f() // warm up: slot buffers, the disk's chunks, the poller
+			tc.f()
+			if n := testing.AllocsPerRun(100, tc.f); n != 0 || err != nil {
+				t.Errorf("digests %v, %s: %v allocations per call, err %v", dg, tc.name, n, err)
+			}
+		}
+	}
+}
+
+var make1M = make([]byte, 1<<20)

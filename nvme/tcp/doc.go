@@ -1,0 +1,42 @@
+// Package tcp carries NVMe queues over TCP as described in the NVM Express
+// TCP Transport Specification 1.0 (NVMe/TCP): the PDU codec, a target
+// (Server) that serves the subsystems of an nvme.Fabric, and a host (Dial)
+// that reads and writes a namespace.
+//
+// # PDUs
+//
+// Header is the 8-byte common header; ICReq, ICResp, CapsuleCmd,
+// CapsuleResp, Data (H2CData and C2HData), R2T and TermReq are the
+// headers of each PDU type, each with Put into and Parse from a fixed
+// array, the spec's layout in its doc. Digest is the CRC32C of header and
+// data digests. A malformed PDU is a *FatalError carrying the fatal error
+// status and information a TermReq reports; errors.Is(err, ErrProtocol)
+// matches all of them.
+//
+// # Target
+//
+//	f := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: nqn,
+//		Namespaces: []nvme.Namespace{{Backend: nbd.NewMemDisk(1 << 30)}}}}}
+//	srv := &tcp.Server{Fabric: f}
+//	l, _ := net.Listen("tcp", "127.0.0.1:4420")
+//	go srv.Serve(l)
+//
+// Each connection is a queue with one reading and one writing goroutine;
+// see Server for the memory bound and the wire behaviour. The discovery
+// subsystem (nvme.DiscoveryNQN) is served on every listener, so `nvme
+// discover -t tcp -a 127.0.0.1 -s 4420` lists the subsystems.
+//
+// # Host
+//
+//	h, err := tcp.Dial(ctx, "127.0.0.1:4420", nqn, &tcp.Config{IOQueues: 4})
+//	...
+//	defer h.Close()
+//	_, err = h.ReadAt(buf, off)
+//
+// A *Host has an admin queue and I/O queues on their own connections,
+// with many commands in flight on each; it is an io.ReaderAt and
+// io.WriterAt and an nbd.Backend with Flusher, FUAWriter, Trimmer and
+// Zeroer. Writes up to the controller's in-capsule size go in the command
+// capsule, larger ones answer the controller's R2T; reads land straight
+// in the caller's buffer. Discover reads a discovery log.
+package tcp

@@ -1,0 +1,299 @@
+package tcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nhdkit/nhd/internal/testenv"
+	"github.com/nhdkit/nhd/internal/vmtest"
+	"github.com/nhdkit/nhd/nbd"
+	"github.com/nhdkit/nhd/nvme"
+)
+
+// The host NQN and id the guest's nvme-cli uses (given, so that nvme-cli
+// needs no /etc/nvme/hostnqn in the initramfs).
+const (
+	guestHostNQN = "nqn.2014-08.org.nvmexpress:uuid:6c1e2f6a-0d1b-4d5e-9a43-1f2e3d4c5b6a"
+	guestHostID  = "6c1e2f6a-0d1b-4d5e-9a43-1f2e3d4c5b6a"
+)
+
+// countingBackend counts the flushes and trims that reach the namespace,
+// so the test can tell the guest's sync and fstrim got through.
+type countingBackend struct {
+	*nbd.MemDisk
+	flushes, trims atomic.Int64
+}
+
+func (c *countingBackend) Flush(ctx context.Context) error {
+	c.flushes.Add(1)
+	return c.MemDisk.Flush(ctx)
+}
+
+func (c *countingBackend) Trim(ctx context.Context, off, length int64) error {
+	c.trims.Add(1)
+	return c.MemDisk.Trim(ctx, off, length)
+}
+
+// TestKernelHost points Linux's NVMe/TCP host (nvme-tcp, driven by
+// nvme-cli) in a QEMU guest at this package's Server on the host's
+// loopback (10.0.2.2 in the guest): nvme discover lists the subsystem,
+// nvme connect makes /dev/nvme0n1, ext4 goes through it (mkfs, files,
+// fstrim, sync, e2fsck -f -n, every checksum verified after a remount),
+// nvme disconnect; then again with header and data digests to a second
+// Server on the same disk whose small in-capsule size makes the kernel
+// send its larger writes after an R2T, with direct I/O checked byte for
+// byte.
+func TestKernelHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a virtual machine")
+	}
+	nvmeCLI := testenv.Need(t, "nvme", "nvme-cli")
+	testenv.Need(t, "mke2fs", "e2fsprogs")
+	vm := vmtest.New(t)
+
+	disk := &countingBackend{MemDisk: nbd.NewMemDisk(128 << 20)}
+	serve := func(inCap int) int {
+		f := &nvme.Fabric{InCapsuleSize: inCap, Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: disk}}}}}
+		srv := &Server{Fabric: f}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() })
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	port, portR2T := serve(0), serve(8192)
+
+	vm.UserNet()
+	vm.Module("nvme-tcp")
+	vm.Module("crc32c_generic") // the digests' crypto, asked for at connect time
+	vm.Program(nvmeCLI)
+	who := fmt.Sprintf("-t tcp -a 10.0.2.2 -s %d --hostnqn=%s --hostid=%s", port, guestHostNQN, guestHostID)
+	whoR2T := fmt.Sprintf("-t tcp -a 10.0.2.2 -s %d --hostnqn=%s --hostid=%s", portR2T, guestHostNQN, guestHostID)
+	waitDev := `i=0
+while [ ! -b /dev/nvme0n1 ]; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done
+cat /sys/block/nvme0n1/size /sys/class/nvme/nvme0/model /sys/class/nvme/nvme0/subsysnqn
+`
+	vm.Step("discover", nvmeCLI+" discover "+who+"\n").Check = func(t *testing.T, out string) {
+		if !strings.Contains(out, "subnqn:  "+testNQN) && !strings.Contains(out, testNQN) {
+			t.Errorf("discovery log does not list %s", testNQN)
+		}
+	}
+	vm.Step("connect", nvmeCLI+" connect "+who+" -n "+testNQN+"\n"+waitDev).Check = func(t *testing.T, out string) {
+		if !strings.Contains(out, "262144") {
+			t.Errorf("namespace is not 262144 sectors of 512 bytes")
+		}
+	}
+	steps := vm.DiskSteps("ext4", "/dev/nvme0n1", 8, false)
+	var trims, flushes int64
+	steps.Write.OnEnd = func() { trims, flushes = disk.trims.Load(), disk.flushes.Load() }
+	steps.Trim.Check = func(t *testing.T, _ string) {
+		if disk.trims.Load() <= trims {
+			t.Error("fstrim sent no Dataset Management deallocate")
+		}
+	}
+	steps.Sync.Check = func(t *testing.T, _ string) {
+		if disk.flushes.Load() <= flushes {
+			t.Error("sync sent no Flush")
+		}
+	}
+	vm.Step("disconnect", nvmeCLI+" disconnect -n "+testNQN+"\n")
+	vm.Step("digests/connect", nvmeCLI+" connect "+whoR2T+" -n "+testNQN+" --hdr-digest --data-digest\n"+waitDev)
+	vm.Step("digests/io", `head -c 4194304 /dev/urandom > /tmp/pattern
+dd if=/tmp/pattern of=/dev/nvme0n1 bs=128k seek=64 oflag=direct 2>&1 | tail -1
+dd if=/dev/nvme0n1 of=/tmp/back bs=128k skip=64 count=32 iflag=direct 2>&1 | tail -1
+cmp /tmp/pattern /tmp/back
+sha256sum /tmp/pattern
+`)
+	vm.Step("digests/disconnect", nvmeCLI+" disconnect -n "+testNQN+"\n")
+	vm.Run()
+	if m := ext4Magic(t, disk); m != 0xEF53 {
+		t.Errorf("superblock magic %#04x, want 0xef53", m)
+	}
+}
+
+func ext4Magic(t *testing.T, b nbd.Backend) uint16 {
+	var m [2]byte
+	if _, err := b.ReadAt(m[:], 1024+56); err != nil {
+		t.Fatal(err)
+	}
+	return uint16(m[0]) | uint16(m[1])<<8
+}
+
+// TestKernelTarget runs Linux's NVMe/TCP target (nvmet-tcp over a brd RAM
+// disk, configured through configfs) in a QEMU guest and this package's
+// host on the host side, through a QEMU port forward: Discover lists the
+// subsystem, Dial connects, and 16 MiB of random writes and reads are
+// checked byte for byte, with digests off and then on. The guest waits
+// until the host writes a marker through NVMe, then checks the marker
+// and the data's checksum on its own side.
+func TestKernelTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a virtual machine")
+	}
+	vm := vmtest.New(t)
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := probe.Addr().(*net.TCPAddr).Port
+	probe.Close()
+
+	const nqn = "nqn.2026-01.io.nhd:guest"
+	vm.Module("e1000")
+	vm.QEMU("-netdev", fmt.Sprintf("user,id=user0,hostfwd=tcp:127.0.0.1:%d-10.0.2.15:4420", port), "-device", "e1000,netdev=user0")
+	vm.Setup("ip link set lo up", "ip link set eth0 up", "ip addr add 10.0.2.15/24 dev eth0")
+	vm.Module("brd", "rd_nr=1", "rd_size=65536", "max_part=0")
+	vm.Module("nvmet-tcp")
+	vm.Module("crc32c_generic")
+	var hostErr error
+	var wantSum string // the first 16 MiB as the host left them
+	done := make(chan struct{})
+	vm.Step("nvmet", `mount -t configfs none /sys/kernel/config
+cd /sys/kernel/config/nvmet
+mkdir subsystems/`+nqn+`
+echo 1 > subsystems/`+nqn+`/attr_allow_any_host
+mkdir subsystems/`+nqn+`/namespaces/1
+echo -n /dev/ram0 > subsystems/`+nqn+`/namespaces/1/device_path
+echo 1 > subsystems/`+nqn+`/namespaces/1/enable
+mkdir ports/1
+echo tcp > ports/1/addr_trtype
+echo ipv4 > ports/1/addr_adrfam
+echo 10.0.2.15 > ports/1/addr_traddr
+echo 4420 > ports/1/addr_trsvcid
+ln -s /sys/kernel/config/nvmet/subsystems/`+nqn+` ports/1/subsystems/`+nqn+`
+echo nvmet ready
+`).OnEnd = func() {
+		go func() {
+			defer close(done)
+			begin := time.Now()
+			wantSum, hostErr = hostAgainstNvmet(fmt.Sprintf("127.0.0.1:%d", port), nqn)
+			t.Logf("host side done after %v", time.Since(begin).Round(time.Millisecond))
+		}()
+	}
+	// The host writes "DONE" at byte 0 of block 8191 when it is through.
+	wait := vm.Step("wait for the host", `i=0
+while [ "$(dd if=/dev/ram0 bs=512 skip=8191 count=1 2>/dev/null | head -c 4)" != DONE ]; do
+  i=$((i + 1)); [ $i -le 240 ] || exit 1; sleep 1
+  [ $((i % 20)) != 0 ] || { echo "waited $i s"; dd if=/dev/ram0 bs=512 skip=8191 count=1 | od -c | head -2; }
+  echo 1 > /proc/sys/vm/drop_caches
+done
+echo "marker seen after $i s"
+dd if=/dev/ram0 bs=1M count=16 2>/dev/null | sha256sum
+`)
+	hostDone := func() bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(time.Minute):
+			return false
+		}
+	}
+	wait.Check = func(t *testing.T, out string) {
+		if hostDone() && hostErr == nil && !strings.Contains(out, wantSum+"  -") {
+			t.Errorf("the guest's sum of the disk is not the host's %s", wantSum)
+		}
+	}
+	vm.Run()
+	if !hostDone() {
+		t.Fatal("the host side did not finish")
+	}
+	if hostErr != nil {
+		t.Fatal(hostErr)
+	}
+}
+
+// hostAgainstNvmet is the host side of TestKernelTarget. It returns the
+// SHA-256 of the first 16 MiB of the namespace as it left them.
+func hostAgainstNvmet(addr, nqn string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var es []nvme.DiscoveryLogEntry
+	var err error
+	for range 60 { // the port forward answers before nvmet listens
+		if es, err = Discover(ctx, addr, nil); err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		return "", fmt.Errorf("discover: %w", err)
+	}
+	found := false
+	for _, e := range es {
+		found = found || e.SubNQN == nqn
+	}
+	if !found {
+		return "", fmt.Errorf("discovery log %+v does not list %s", es, nqn)
+	}
+	pattern := make([]byte, 16<<20)
+	r := rand.New(rand.NewPCG(18, 4))
+	for i := range pattern {
+		pattern[i] = byte(r.Uint32())
+	}
+	for _, digests := range []bool{false, true} {
+		h, err := Dial(ctx, addr, nqn, &Config{IOQueues: 2, QueueDepth: 32, HeaderDigest: digests, DataDigest: digests})
+		if err != nil {
+			return "", fmt.Errorf("dial (digests %v): %w", digests, err)
+		}
+		if h.Size() != 64<<20 {
+			h.Close()
+			return "", fmt.Errorf("namespace of %d bytes, want 64 MiB", h.Size())
+		}
+		if digests {
+			clear(pattern[:1<<20]) // a second pass that changes the data
+		}
+		if err := writeReadVerify(h, pattern); err != nil {
+			h.Close()
+			return "", fmt.Errorf("digests %v: %w", digests, err)
+		}
+		if digests {
+			marker := pattern[8191*512 : 8191*512+h.BlockSize()]
+			clear(marker)
+			copy(marker, "DONE")
+			if _, err := h.WriteAt(marker, 8191*512); err != nil {
+				h.Close()
+				return "", err
+			}
+			if err := h.Flush(ctx); err != nil {
+				h.Close()
+				return "", err
+			}
+		}
+		h.Close()
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(pattern)), nil
+}
+
+func writeReadVerify(h *Host, pattern []byte) error {
+	// Writes of mixed sizes (in-capsule and through R2T), then reads of
+	// other sizes, every byte compared.
+	for off, i := 0, 0; off < len(pattern); i++ {
+		n := min([]int{4096, 16384, 131072, 1 << 20}[i%4], len(pattern)-off)
+		if _, err := h.WriteAt(pattern[off:off+n], int64(off)); err != nil {
+			return fmt.Errorf("write %d at %d: %w", n, off, err)
+		}
+		off += n
+	}
+	back := make([]byte, len(pattern))
+	for off, i := 0, 0; off < len(back); i++ {
+		n := min([]int{512 << 10, 4096, 65536}[i%3], len(back)-off)
+		if _, err := h.ReadAt(back[off:off+n], int64(off)); err != nil {
+			return fmt.Errorf("read %d at %d: %w", n, off, err)
+		}
+		off += n
+	}
+	if !bytes.Equal(back, pattern) {
+		return fmt.Errorf("data read back differs from what was written")
+	}
+	return nil
+}

@@ -1,0 +1,476 @@
+package tcp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/nhdkit/nhd/nvme"
+)
+
+// Slot states.
+const (
+	slotFree = iota
+	slotData // waiting for H2CData after an R2T
+	slotBusy // running, or its completion is being sent
+	slotHeld // an AER the controller keeps
+)
+
+// Kinds of work for the writer, in the high bits of an item.
+const (
+	kindResp = 1 << 16 // the slot's completion (with C2HData first for a read)
+	kindR2T  = 2 << 16 // an R2T for the slot's data
+	kindTerm = 3 << 16 // the C2HTermReq in conn.term, then nothing more
+)
+
+// slot is one entry of a queue: the command, its data buffer and the
+// headers the writer sends for it.
+type slot struct {
+	cmd   nvme.Command
+	cpl   nvme.Completion
+	buf   []byte
+	n     int // data length
+	got   int // H2C data received
+	state uint8
+	bad   bool                          // an H2CData digest failed
+	hdr   [HeaderSize + DigestSize]byte // C2HData or R2T
+	resp  [HeaderSize + DigestSize]byte
+	ddgst [DigestSize]byte
+}
+
+// data returns the slot's buffer cut to n bytes, growing it (to a power
+// of two) when needed.
+func (sl *slot) data(n int) []byte {
+	if cap(sl.buf) < n {
+		c := 4096
+		for c < n {
+			c <<= 1
+		}
+		sl.buf = make([]byte, c)
+	}
+	sl.n = n
+	return sl.buf[:n]
+}
+
+// conn is one connection of a Server: one queue.
+type conn struct {
+	s           *Server
+	nc          net.Conn
+	q           *nvme.Queue
+	maxTransfer int
+	r           *pduReader
+	f           framing
+	slots       []slot
+	freeMu      sync.Mutex
+	freeStack   []uint16      // free slots, the last freed on top
+	freeSig     chan struct{} // a slot was freed
+	out         chan uint32
+	wdead       chan struct{} // closed when the writer failed
+	wdone       chan struct{}
+	writing     bool
+	sqhd        uint16
+	snd         sender
+	freed       [maxIOV / 4]uint16 // slots whose completion is staged
+	nfree       int
+	term        [HeaderSize + MaxTermData]byte
+	termLen     int
+}
+
+func (c *conn) serve() error {
+	c.r = newPDUReader(c.nc, max(c.maxTransfer, adminInCapsule))
+	c.snd.nc = c.nc
+	c.nc.SetDeadline(time.Now().Add(c.s.handshakeTimeout()))
+	c.setSlots(1)
+	err := c.icResp()
+	for err == nil && !c.q.Connected() {
+		if err = c.r.next(); err == nil {
+			if c.r.h.Type != TypeCapsuleCmd {
+				err = fatal(FESSequence, 0, c.r.h.Type.String()+" before Connect")
+			} else {
+				err = c.command()
+			}
+		}
+	}
+	if err != nil {
+		c.fail(err)
+		c.linger()
+		c.nc.Close()
+		c.q.Close()
+		return err
+	}
+	c.nc.SetDeadline(time.Time{})
+	c.setSlots(c.q.Size())
+	c.out = make(chan uint32, 2*len(c.slots)+2)
+	c.wdead, c.wdone = make(chan struct{}), make(chan struct{})
+	c.writing = true
+	go c.writer()
+	err = c.loop()
+	c.fail(err)
+	close(c.out)
+	<-c.wdone
+	c.linger()
+	c.nc.Close()
+	c.q.Close()
+	return err
+}
+
+func (c *conn) setSlots(n int) {
+	c.slots = make([]slot, n)
+	c.freeStack = make([]uint16, n)
+	for i := range n {
+		c.freeStack[i] = uint16(n - 1 - i)
+	}
+	c.freeSig = make(chan struct{}, 1)
+}
+
+// freeSlot returns slot i to the free stack: the slot freed last is taken
+// first, so a queue kept shallow by its host reuses the same few buffers.
+func (c *conn) freeSlot(i uint16) {
+	c.freeMu.Lock()
+	c.freeStack = append(c.freeStack, i)
+	c.freeMu.Unlock()
+	select {
+	case c.freeSig <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) popSlot() (uint16, bool) {
+	c.freeMu.Lock()
+	defer c.freeMu.Unlock()
+	n := len(c.freeStack)
+	if n == 0 {
+		return 0, false
+	}
+	i := c.freeStack[n-1]
+	c.freeStack = c.freeStack[:n-1]
+	return i, true
+}
+
+// loop reads PDUs until the connection ends.
+func (c *conn) loop() error {
+	for {
+		if c.q.ID() == 0 {
+			if kato := c.q.KeepAlive(); kato > 0 {
+				c.nc.SetReadDeadline(time.Now().Add(2*time.Duration(kato)*time.Millisecond + keepAliveGrace))
+			}
+		}
+		if err := c.r.next(); err != nil {
+			if err == io.EOF {
+				return errHostClosed
+			}
+			return err
+		}
+		var err error
+		switch c.r.h.Type {
+		case TypeCapsuleCmd:
+			err = c.command()
+		case TypeH2CData:
+			err = c.h2cData()
+		case TypeH2CTermReq:
+			var t TermReq
+			t.Parse((*[HeaderSize]byte)(c.r.hdr[:HeaderSize]))
+			err = &FatalError{FES: t.FES, FEI: t.FEI, Remote: true}
+		default:
+			err = fatal(FESInvalidField, 0, c.r.h.Type.String()+" sent to a controller")
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// fail sends a C2HTermReq for a fatal error of this side, with the header
+// of the PDU at fault.
+func (c *conn) fail(err error) {
+	var fe *FatalError
+	if !errors.As(err, &fe) || fe.Remote {
+		return
+	}
+	hl := min(int(c.r.h.HLen), MaxTermData, len(c.r.hdr))
+	if hl < CommonSize {
+		hl = CommonSize
+	}
+	copy(c.term[HeaderSize:], c.r.hdr[:hl])
+	t := TermReq{Header: Header{Type: TypeC2HTermReq, PLen: uint32(HeaderSize + hl), PDO: HeaderSize}, FES: fe.FES, FEI: fe.FEI}
+	t.Put((*[HeaderSize]byte)(c.term[:HeaderSize]))
+	c.termLen = HeaderSize + hl
+	if c.writing {
+		c.out <- kindTerm
+	} else {
+		c.write(kindTerm)
+	}
+}
+
+// linger, after a TermReq, ends the connection gracefully: FIN first,
+// then what the host still sends is read and dropped for a moment, so
+// that closing with unread data (which sends a reset) does not destroy the
+// TermReq before the host reads it.
+func (c *conn) linger() {
+	if c.termLen == 0 {
+		return
+	}
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	io.Copy(io.Discard, io.LimitReader(c.nc, 1<<20))
+}
+
+func (c *conn) takeSlot() (uint16, error) {
+	if i, ok := c.popSlot(); ok {
+		return i, nil
+	}
+	t := time.NewTimer(c.s.slotWait())
+	defer t.Stop()
+	for {
+		select {
+		case <-c.freeSig:
+			if i, ok := c.popSlot(); ok {
+				return i, nil
+			}
+		case <-t.C:
+			return 0, fatal(FESSequence, 0, "more commands in flight than the queue's entries")
+		case <-c.wdead:
+			return 0, net.ErrClosed
+		}
+	}
+}
+
+func (c *conn) inCapsuleLimit() int {
+	if c.q.ID() == 0 || !c.q.Connected() {
+		return adminInCapsule
+	}
+	return c.s.Fabric.InCapsuleSize
+}
+
+// command takes a CapsuleCmd: it runs the command, or asks for its data.
+func (c *conn) command() error {
+	var p CapsuleCmd
+	if err := p.Parse((*[CmdSize]byte)(c.r.hdr[:CmdSize])); err != nil {
+		return err
+	}
+	i, err := c.takeSlot()
+	if err != nil {
+		return err
+	}
+	sl := &c.slots[i]
+	sl.cmd, sl.state, sl.bad, sl.n = p.Cmd, slotBusy, false, 0
+	c.sqhd++
+	if int(c.sqhd) >= len(c.slots) {
+		c.sqhd = 0
+	}
+	sgl, inCap, dir := sl.cmd.SGL, c.r.data, sl.cmd.Direction()
+	switch {
+	case inCap > 0:
+		switch {
+		case sgl.Type != nvme.SGLDataBlockOffset:
+			return c.finish(i, nvme.StatusSGLTypeInvalid|nvme.StatusDNR)
+		case sgl.Addr != 0 || inCap > c.inCapsuleLimit():
+			return c.finish(i, nvme.StatusSGLOffsetInvalid|nvme.StatusDNR)
+		case int(sgl.Length) != inCap:
+			return c.finish(i, nvme.StatusSGLLengthInvalid|nvme.StatusDNR)
+		case dir != nvme.DirHostToCtrl:
+			return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
+		}
+		buf := sl.data(inCap)
+		if err := c.r.readData(buf); err != nil {
+			return err
+		}
+		if err := c.r.endData(); err == ErrDataDigest {
+			return c.finish(i, nvme.StatusDataTransferError)
+		} else if err != nil {
+			return err
+		}
+		return c.exec(i, buf)
+	case sgl.Length == 0 || dir == nvme.DirNone:
+		return c.exec(i, nil)
+	case sgl.Type != nvme.SGLTransportDataBlock:
+		return c.finish(i, nvme.StatusSGLTypeInvalid|nvme.StatusDNR)
+	case int64(sgl.Length) > int64(c.maxTransfer):
+		return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
+	case dir == nvme.DirHostToCtrl:
+		sl.data(int(sgl.Length))
+		sl.got, sl.state = 0, slotData
+		return c.send(kindR2T | uint32(i))
+	case dir == nvme.DirCtrlToHost:
+		return c.exec(i, sl.data(int(sgl.Length)))
+	}
+	return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
+}
+
+// h2cData takes an H2CData PDU for a slot waiting for data.
+func (c *conn) h2cData() error {
+	var d Data
+	if err := d.Parse((*[HeaderSize]byte)(c.r.hdr[:HeaderSize])); err != nil {
+		return err
+	}
+	if int(d.TTag) >= len(c.slots) || c.slots[d.TTag].state != slotData {
+		return fatal(FESInvalidField, 10, "H2CData for no R2T")
+	}
+	sl := &c.slots[d.TTag]
+	switch {
+	case sl.cmd.CID != d.CCCID:
+		return fatal(FESInvalidField, 8, "H2CData CCCID does not match its TTAG")
+	case int(d.DataO) != sl.got:
+		return fatal(FESDataOutOfRange, 12, "H2CData DATAO out of order")
+	case int(d.DataL) != c.r.data:
+		return fatal(FESInvalidField, 16, "H2CData DATAL does not match PLEN")
+	case int64(d.DataL) > int64(sl.n-sl.got):
+		return fatal(FESDataOutOfRange, 16, "H2CData past the command's data")
+	}
+	if err := c.r.readData(sl.buf[sl.got : sl.got+int(d.DataL)]); err != nil {
+		return err
+	}
+	if err := c.r.endData(); err == ErrDataDigest {
+		sl.bad = true
+	} else if err != nil {
+		return err
+	}
+	sl.got += int(d.DataL)
+	if sl.got < sl.n {
+		return nil
+	}
+	sl.state = slotBusy
+	if sl.bad {
+		return c.finish(d.TTag, nvme.StatusDataTransferError)
+	}
+	return c.exec(d.TTag, sl.buf[:sl.n])
+}
+
+// exec runs the slot's command and sends its completion.
+func (c *conn) exec(i uint16, data []byte) error {
+	sl := &c.slots[i]
+	cpl, held := c.q.Exec(c.s.ctx, &sl.cmd, data)
+	if held {
+		sl.state = slotHeld
+		return nil
+	}
+	sl.cpl = cpl
+	return c.complete(i)
+}
+
+// finish completes the slot's command with st without running it.
+func (c *conn) finish(i uint16, st nvme.Status) error {
+	sl := &c.slots[i]
+	sl.cpl = nvme.Completion{CID: sl.cmd.CID, SQID: c.q.ID(), Status: st}
+	return c.complete(i)
+}
+
+func (c *conn) complete(i uint16) error {
+	sl := &c.slots[i]
+	sl.cpl.SQHead = c.sqhd
+	if c.q.SQFlowDisabled() {
+		sl.cpl.SQHead = 0xFFFF
+	}
+	return c.send(kindResp | uint32(i))
+}
+
+// send hands an item to the writer, or writes it now before the writer
+// runs (Connect).
+func (c *conn) send(item uint32) error {
+	if c.writing {
+		c.out <- item
+		return nil
+	}
+	return c.write(item)
+}
+
+// writer sends what the reader hands it, until out is closed: the items
+// ready at once go out together, in one writev.
+func (c *conn) writer() {
+	defer close(c.wdone)
+	failed := false
+	for item := range c.out {
+		if failed {
+			continue
+		}
+		c.stage(item)
+		open := true
+	more:
+		for c.snd.room() >= 4 && c.nfree < len(c.freed) {
+			select {
+			case item, open = <-c.out:
+				if !open {
+					break more
+				}
+				c.stage(item)
+			default:
+				break more
+			}
+		}
+		if err := c.flush(); err != nil {
+			failed = true
+			close(c.wdead)
+			c.nc.Close()
+		}
+		if !open {
+			return
+		}
+	}
+}
+
+// write sends one item now (before the writer runs).
+func (c *conn) write(item uint32) error {
+	c.stage(item)
+	return c.flush()
+}
+
+// flush writes the staged PDUs and frees the slots of the completions
+// among them.
+func (c *conn) flush() error {
+	err := c.snd.flush()
+	for _, i := range c.freed[:c.nfree] {
+		c.freeSlot(i) // the reader alone changes a slot's state
+	}
+	c.nfree = 0
+	return err
+}
+
+// stage queues the PDUs of one item: an R2T, a completion (with its
+// C2HData first for a read), or the TermReq.
+func (c *conn) stage(item uint32) {
+	if item == kindTerm {
+		c.snd.add(c.term[:c.termLen])
+		return
+	}
+	i := uint16(item)
+	sl := &c.slots[i]
+	if item&^0xFFFF == kindR2T {
+		r := R2T{Header: c.f.layout(TypeR2T, 0), CCCID: sl.cmd.CID, TTag: i, R2TL: uint32(sl.n)}
+		r.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
+		c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize))
+		return
+	}
+	resp := sl.resp[:]
+	p := CapsuleResp{Header: c.f.layout(TypeCapsuleResp, 0), Cpl: sl.cpl}
+	p.Put((*[HeaderSize]byte)(resp[:HeaderSize]))
+	resp = c.f.sealHeader(resp, HeaderSize)
+	if sl.cmd.Direction() == nvme.DirCtrlToHost && sl.n > 0 && sl.cpl.Status.Success() {
+		d := Data{Header: c.f.layout(TypeC2HData, sl.n), CCCID: sl.cmd.CID, DataL: uint32(sl.n)}
+		d.Flags |= FlagLast
+		if c.q.SQFlowDisabled() {
+			d.Flags |= FlagSuccess
+			resp = nil
+		}
+		d.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
+		data := sl.buf[:sl.n]
+		var dg []byte
+		if c.f.ddgst {
+			putDigest(&sl.ddgst, data)
+			dg = sl.ddgst[:]
+		}
+		c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize), data, dg, resp)
+	} else {
+		c.snd.add(resp)
+	}
+	c.freed[c.nfree] = i
+	c.nfree++
+}
+
+func putDigest(d *[DigestSize]byte, data []byte) {
+	v := Digest(data)
+	d[0], d[1], d[2], d[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
