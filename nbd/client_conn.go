@@ -3,12 +3,14 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -16,11 +18,9 @@ import (
 //
 // Each connection has a fixed table of request slots (WithMaxInFlight). A
 // caller takes a free slot from a buffered channel (waiting there is the
-// backpressure), fills it, sends the request header and payload (in one
-// write when alone, in one writev with the other requests queued at the
-// same moment otherwise: client_write.go), and waits for its reply.
-// Nothing is allocated per request: slots, headers, write vectors and
-// channels are made once per connection.
+// backpressure), fills it, sends the request header and payload in one
+// write, and waits for its reply. Nothing is allocated per request: slots,
+// headers, net.Buffers and channels are made once per connection.
 //
 // There is no reader goroutine. Replies are read by whichever waiting
 // caller holds the reader role (a token channel of capacity one), leader
@@ -39,26 +39,10 @@ import (
 // one will touch its buffer again (the leader then discards the reply's
 // data and frees the slot itself).
 //
-// Deadlines hold in every phase. Waiting for a slot, for the write lock
-// and for a reply are selects on the context. A write blocked when the
-// context ends is cut by a write deadline: a request none of which went out
-// is taken back and the connection lives; a request half on the wire
-// cannot be, so the connection is closed and every later call fails with
-// "nbd: connection lost: sending ...". A read is cut by a read deadline
-// whatever the reader is doing (before a header, mid-header, mid-payload,
-// mid-chunk): the reader keeps where it is in the message (clientBody),
-// the caller whose context ended returns at once, and the next leader (a
-// waiting caller, or the drain goroutine of the abandoned request) reads
-// the rest of the message, discarding what was meant for a caller who
-// gave up. So an abandoned reply never costs the connection: the stream
-// stays in step, and other requests go on.
-//
-// A caller whose context ends while the leader is writing into its buffer
-// sets its slot's cancel flag and cuts the leader's read with a deadline;
-// the leader sees the flag, lets go of the buffer (the rest of that data
-// is discarded) and of the slot's mutex, which the caller then takes.
-// Deadline changes and the checks of why a read was cut are ordered by
-// kickMu, so no cut is lost.
+// A leader whose context ends stops at the next message boundary: a read
+// deadline interrupts it while it waits for a reply header, but not in the
+// middle of a message, which it reads to the end so the stream stays in
+// step.
 
 // clientReplyBuffer is the size of the reader's bufio.Reader. Payloads at
 // least this long are read straight into the caller's buffer; shorter ones
@@ -89,8 +73,6 @@ type clientSlot struct {
 	idx  uint32
 	done chan struct{} // capacity 1: the reader (or fail) signals completion
 
-	cancel atomic.Bool // the caller gave up: the reader must let go of buf
-
 	mu        sync.Mutex
 	cookie    uint64
 	gen       uint32
@@ -112,10 +94,9 @@ type clientSlot struct {
 	ext     []Extent
 	extRuns []clientExtentRun
 
-	hdr    [RequestSize]byte
-	wbuf   []byte        // WRITE payload, until the request is sent
-	wstate atomic.Uint32 // clientW*: where the request is on its way out; changed under clientConn.wmu
-	wdone  chan struct{} // capacity 1: a hint that a writer settled the request (sent or put back)
+	hdr  [RequestSize]byte
+	bufs [2][]byte
+	nb   net.Buffers
 }
 
 type clientIval struct{ lo, hi uint64 }
@@ -134,30 +115,19 @@ type clientConn struct {
 
 	slots []clientSlot
 	free  chan uint32
-	wsem  chan struct{} // capacity 1: held by the writer (see client_write.go)
-
-	wmu     sync.Mutex    // guards wq and the wstate transitions
-	wq      []*clientSlot // requests queued to be written, in order
-	wbatch  []*clientSlot // the writer's: the requests it is writing
-	wvec    [][]byte      // the writer's: their headers and payloads
-	wnb     net.Buffers   // the writer's: wvec as writev consumes it
-	wkickMu sync.Mutex    // guards writing, wkicked and write deadline changes
-	writing bool          // a writev is in progress
-	wkicked bool          // and was cut
+	wsem  chan struct{} // capacity 1: held while writing a request
 
 	dead   chan struct{}
 	failMu sync.Mutex
 	err    error         // why the connection died; set before dead is closed
 	rtok   chan struct{} // capacity 1: held by the leader (the one reading replies)
 
-	kickMu sync.Mutex // orders read deadline changes with the checks of why a read was cut
-
 	// owned by the leader
-	headerOnly bool // the last payload was large: read no further than a header
-	body       clientBody
-	rhdr       [ChunkHeaderSize]byte
-	rfix       [OffsetHoleSize]byte // fixed-size chunk payloads
-	scratch    []byte
+	interruptible bool // a read deadline may end the read: nothing of the next message is consumed
+	headerOnly    bool // the last payload was large: read no further than a header
+	rhdr          [ChunkHeaderSize]byte
+	rfix          [OffsetHoleSize]byte // fixed-size chunk payloads
+	scratch       []byte
 }
 
 func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, inflight int) *clientConn {
@@ -168,9 +138,6 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 		slots:      make([]clientSlot, inflight),
 		free:       make(chan uint32, inflight),
 		wsem:       make(chan struct{}, 1),
-		wq:         make([]*clientSlot, 0, inflight),
-		wbatch:     make([]*clientSlot, 0, inflight),
-		wvec:       make([][]byte, 0, 2*inflight),
 		dead:       make(chan struct{}),
 		rtok:       make(chan struct{}, 1),
 	}
@@ -183,7 +150,6 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 		s := &c.slots[i]
 		s.idx = uint32(i)
 		s.done = make(chan struct{}, 1)
-		s.wdone = make(chan struct{}, 1)
 		c.free <- uint32(i)
 	}
 	return c
@@ -237,9 +203,7 @@ func (c *clientConn) completeLocked(s *clientSlot, err error) {
 
 func (c *clientConn) resetLocked(s *clientSlot) {
 	s.inflight, s.complete, s.abandoned = false, false, false
-	s.cancel.Store(false)
-	s.buf, s.err, s.wbuf = nil, nil, nil
-	s.wstate.Store(clientWIdle)
+	s.buf, s.err = nil, nil
 	s.covered = 0
 	s.ivals = s.ivals[:0]
 	s.ext = s.ext[:0]
@@ -288,13 +252,128 @@ func (c *clientConn) release(s *clientSlot) {
 	c.free <- s.idx
 }
 
+// start sends a request on slot s. wbuf is the WRITE payload; rbuf the READ
+// destination (len(rbuf) == length). On error the slot has been released.
+func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flags CmdFlags, off uint64, length uint32, wbuf, rbuf []byte) error {
+	s.mu.Lock()
+	s.gen++
+	s.cookie = uint64(s.gen)<<32 | uint64(s.idx)
+	s.cmd, s.flags, s.off, s.length = cmd, flags, off, length
+	s.buf = rbuf
+	s.inflight = true
+	req := Request{Flags: flags, Type: cmd, Cookie: s.cookie, Offset: off, Length: length}
+	req.Put(&s.hdr)
+	s.mu.Unlock()
+
+	// Take the write lock, giving up if ctx ends first.
+	select {
+	case c.wsem <- struct{}{}:
+	default:
+		select {
+		case c.wsem <- struct{}{}:
+		case <-ctx.Done():
+			return c.unsend(s, ctx.Err())
+		case <-c.dead:
+			return c.unsend(s, c.err)
+		}
+	}
+	if err := c.failed(); err != nil {
+		<-c.wsem
+		return c.unsend(s, err)
+	}
+	var stop func() bool
+	var fired chan struct{}
+	if ctx.Done() != nil {
+		// A write blocked when ctx ends is interrupted by a deadline.
+		fired = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			_ = c.nc.SetWriteDeadline(time.Unix(1, 0))
+			close(fired)
+		})
+	}
+	written, err := c.send(ctx, s, wbuf)
+	if stop != nil && !stop() {
+		// The deadline was (or is being) set: wait for it, then clear it
+		// so it cannot hit the next request.
+		<-fired
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
+	<-c.wsem
+	if err != nil && written == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) && !c.isTLS() {
+		// Nothing of the request went out: take it back.
+		return c.unsend(s, ctx.Err())
+	}
+	if err != nil {
+		// A request half on the wire cannot be taken back.
+		c.fail(fmt.Errorf("nbd: connection lost: sending %v: %w", cmd, err))
+		if ctx.Err() != nil {
+			return c.unsend(s, fmt.Errorf("%w (the connection was closed: part of the request had gone out)", ctx.Err()))
+		}
+		// fail completed the slot; the caller's wait collects it.
+	}
+	return nil
+}
+
+func (c *clientConn) isTLS() bool {
+	_, ok := c.nc.(*tls.Conn)
+	return ok
+}
+
+// send writes the header in s and then wbuf, in one writev on a kernel
+// socket. It returns how many bytes went out.
+func (c *clientConn) send(ctx context.Context, s *clientSlot, wbuf []byte) (int, error) {
+	total := RequestSize + len(wbuf)
+	written := 0
+	for written < total {
+		var n int
+		var err error
+		switch {
+		case written < RequestSize && len(wbuf) > 0 && c.canWritev:
+			s.bufs[0], s.bufs[1] = s.hdr[written:], wbuf
+			s.nb = s.bufs[:]
+			var n64 int64
+			n64, err = s.nb.WriteTo(c.nc)
+			n = int(n64)
+			s.bufs[1] = nil
+		case written < RequestSize:
+			n, err = c.nc.Write(s.hdr[written:])
+		default:
+			n, err = c.nc.Write(wbuf[written-RequestSize:])
+		}
+		written += n
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && !c.isTLS() {
+			// Not our deadline: a stale one. Clear it and go on.
+			_ = c.nc.SetWriteDeadline(time.Time{})
+			continue
+		}
+		return written, err
+	}
+	return written, nil
+}
+
+// unsend takes back a slot whose request was never written.
+func (c *clientConn) unsend(s *clientSlot, err error) error {
+	s.mu.Lock()
+	if s.complete {
+		// fail got here first and signalled done: drain it.
+		<-s.done
+	}
+	c.resetLocked(s)
+	s.mu.Unlock()
+	c.free <- s.idx
+	return err
+}
+
 // wait waits for the reply to the request in s and returns its error,
 // leading (reading replies for everyone) while no one else does. If ctx
 // ends first, s is abandoned (whoever reads its reply frees it) and wait
 // returns ctx's error with abandoned true; otherwise the caller still holds
 // s and must release it.
 func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abandoned bool) {
-	for ctx.Err() == nil {
+	for {
 		select {
 		case <-s.done:
 			return s.err, false
@@ -306,44 +385,24 @@ func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abando
 		case c.rtok <- struct{}{}:
 			c.lead(ctx, s, s.cookie)
 			<-c.rtok
+			continue
 		case <-ctx.Done():
 		}
-	}
-	// Ask the leader to let go of the buffer, cutting its read if it is
-	// filling it, and wait until it has.
-	s.cancel.Store(true)
-	if !s.mu.TryLock() {
-		c.kick()
 		s.mu.Lock()
-	}
-	if s.complete {
+		if s.complete {
+			s.mu.Unlock()
+			<-s.done
+			return s.err, false
+		}
+		s.abandoned = true
+		s.buf = nil
+		cookie := s.cookie
 		s.mu.Unlock()
-		<-s.done
-		return s.err, false
+		// Someone must read the abandoned reply even if no other call
+		// ever waits on this connection again.
+		go c.drain(s, cookie)
+		return ctx.Err(), true
 	}
-	s.abandoned = true
-	s.buf = nil
-	cookie := s.cookie
-	s.mu.Unlock()
-	// Someone must read the abandoned reply even if no other call ever
-	// waits on this connection again.
-	go c.drain(s, cookie)
-	return ctx.Err(), true
-}
-
-// kick cuts the reader's current or next read with a deadline in the past.
-func (c *clientConn) kick() {
-	c.kickMu.Lock()
-	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
-	c.kickMu.Unlock()
-}
-
-// unkick clears the read deadline after a cut; the reader then checks why
-// it was cut (its context, a slot's cancel flag).
-func (c *clientConn) unkick() {
-	c.kickMu.Lock()
-	_ = c.nc.SetReadDeadline(time.Time{})
-	c.kickMu.Unlock()
 }
 
 // drain waits (leading when it can) until the abandoned request cookie in
@@ -370,59 +429,77 @@ func (c *clientConn) answered(s *clientSlot, cookie uint64) bool {
 }
 
 // lead reads replies, the caller holding the reader role, until the
-// request cookie in s is answered, the connection dies, or ctx ends (at
-// once, even mid-message: the next leader reads the rest).
+// request cookie in s is answered, the connection dies, or ctx ends (at a
+// message boundary).
 func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
 	var stop func() bool
 	var fired chan struct{}
 	if ctx.Done() != nil {
 		fired = make(chan struct{})
 		stop = context.AfterFunc(ctx, func() {
-			c.kick()
+			_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 			close(fired)
 		})
 	}
 	for c.failed() == nil && ctx.Err() == nil && !c.answered(s, cookie) {
-		err := c.readReply(ctx)
-		if err == nil {
+		c.interruptible = true
+		err := c.readReply()
+		c.interruptible = false
+		if err == errClientInterrupted {
+			// A deadline at a message boundary: ctx ended (checked by
+			// the loop), or a stale deadline of an earlier leader.
+			_ = c.nc.SetReadDeadline(time.Time{})
 			continue
 		}
-		if errors.Is(err, errClientInterrupted) {
-			// Cut at a message boundary: ctx ended (checked by the
-			// loop), or a stale deadline of a caller that gave up.
-			c.unkick()
-			continue
-		}
-		if errors.Is(err, errClientLeave) {
+		if err != nil {
+			c.fail(clientConnLost(err))
 			break
 		}
-		c.dropBody()
-		c.fail(clientConnLost(err))
-		break
 	}
 	if stop != nil && !stop() {
-		// The deadline was (or is being) set: wait for it, then clear
-		// it so it cannot cut the next leader's read.
 		<-fired
-		c.unkick()
+		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 }
 
-// ErrConnectionLost is the error of every request in flight, and of every
-// later call, on a connection that broke: the server hung up, a read or
-// write failed, or a request was cut by its context after part of it had
-// gone out (it cannot be taken back, so the connection is closed). A
-// protocol violation fails the connection with a *ProtocolError instead.
-var ErrConnectionLost = errors.New("nbd: connection lost")
+// errClientInterrupted reports a read deadline hit before any byte of the
+// next reply was consumed.
+var errClientInterrupted = errors.New("nbd: read interrupted at a message boundary")
+
+// clientSock is the io.Reader under the reply bufio.Reader. A deadline
+// error ends the read only while the leader is between messages;
+// mid-message the deadline is cleared and the read goes on.
+type clientSock struct{ c *clientConn }
+
+func (r clientSock) Read(p []byte) (int, error) {
+	if r.c.headerOnly && len(p) > clientHeaderRead {
+		// Do not read ahead into what is likely a large payload: it is
+		// to go straight into its caller's buffer.
+		p = p[:clientHeaderRead]
+	}
+	for {
+		n, err := r.c.nc.Read(p)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if r.c.interruptible {
+			return 0, errClientInterrupted
+		}
+		_ = r.c.nc.SetReadDeadline(time.Time{})
+	}
+}
 
 func clientConnLost(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%w: server hung up: %w", ErrConnectionLost, io.ErrUnexpectedEOF)
+		return fmt.Errorf("nbd: connection lost: server hung up: %w", io.ErrUnexpectedEOF)
 	}
 	if errors.Is(err, ErrProtocol) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrConnectionLost, err)
+	return fmt.Errorf("nbd: connection lost: %w", err)
 }
 
 // do runs one request to completion and releases its slot.
@@ -457,6 +534,261 @@ func (c *clientConn) close(err error) {
 		}
 	}
 	c.fail(err)
+}
+
+// The reader: run by the leader.
+
+// lookup finds the slot of an in-flight request by cookie and locks it.
+func (c *clientConn) lookup(cookie uint64) (*clientSlot, error) {
+	idx := cookie & 0xffffffff
+	if idx < uint64(len(c.slots)) {
+		s := &c.slots[idx]
+		s.mu.Lock()
+		if s.inflight && !s.complete && s.cookie == cookie {
+			return s, nil
+		}
+		s.mu.Unlock()
+	}
+	return nil, protoErr(fmt.Sprintf("reply with unknown cookie %#x", cookie))
+}
+
+func (c *clientConn) readReply() error {
+	m, err := c.br.Peek(ReplyMagicSize)
+	if err != nil {
+		return err
+	}
+	switch binary.BigEndian.Uint32(m) {
+	case MagicSimpleReply:
+		return c.readSimple()
+	case MagicStructuredReply:
+		if !c.structured {
+			return protoErr("structured reply chunk, but structured replies were not negotiated")
+		}
+		return c.readChunk()
+	default:
+		return badMagic("reply", uint64(binary.BigEndian.Uint32(m)))
+	}
+}
+
+// header peeks a whole header of n bytes and then consumes it, so a
+// deadline can interrupt only before the message has begun.
+func (c *clientConn) header(n int) ([]byte, error) {
+	b, err := c.br.Peek(n)
+	if err != nil {
+		return nil, err
+	}
+	c.interruptible = false
+	c.headerOnly = false
+	copy(c.rhdr[:n], b)
+	_, _ = c.br.Discard(n)
+	return c.rhdr[:n], nil
+}
+
+func (c *clientConn) readSimple() error {
+	b, err := c.header(SimpleReplySize)
+	if err != nil {
+		return err
+	}
+	var r SimpleReply
+	if err := r.Parse((*[SimpleReplySize]byte)(b)); err != nil {
+		return err
+	}
+	s, err := c.lookup(r.Cookie)
+	if err != nil {
+		// proto.md: with an unknown cookie the client cannot know whether
+		// data follows; it must disconnect.
+		return err
+	}
+	defer s.mu.Unlock()
+	if r.Error != 0 {
+		c.completeLocked(s, r.Error)
+		return nil
+	}
+	switch s.cmd {
+	case CmdRead:
+		if c.structured {
+			// proto.md: once structured replies are negotiated a READ
+			// MUST get them; whether data follows cannot be known.
+			return protoErr("simple reply with data to READ after structured replies were negotiated")
+		}
+		if s.buf != nil {
+			if err := c.readPayload(s.buf); err != nil {
+				return err
+			}
+		} else if _, err := c.br.Discard(int(s.length)); err != nil {
+			return err
+		}
+	case CmdBlockStatus:
+		c.completeLocked(s, protoErr("simple success reply to BLOCK_STATUS"))
+		return nil
+	}
+	c.completeLocked(s, nil)
+	return nil
+}
+
+func (c *clientConn) readChunk() error {
+	b, err := c.header(ChunkHeaderSize)
+	if err != nil {
+		return err
+	}
+	var ch ChunkHeader
+	if err := ch.Parse((*[ChunkHeaderSize]byte)(b)); err != nil {
+		return err
+	}
+	s, err := c.lookup(ch.Cookie)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	reqErr, err := c.chunkBody(s, &ch)
+	if err != nil {
+		return err // fail() will complete s after the deferred unlock
+	}
+	if reqErr != nil && s.err == nil {
+		// The first error of a reply wins; read on to DONE.
+		s.err = reqErr
+	}
+	if ch.Flags.Has(ReplyFlagDone) {
+		if s.err == nil && s.cmd == CmdRead && s.covered != uint64(s.length) {
+			s.err = protoErr(fmt.Sprintf("READ reply done after %d of %d bytes", s.covered, s.length))
+		}
+		if s.err == nil && s.cmd == CmdBlockStatus && len(s.extRuns) == 0 {
+			s.err = protoErr("BLOCK_STATUS reply done without any extents")
+		}
+		c.completeLocked(s, s.err)
+	}
+	return nil
+}
+
+// chunkBody reads the payload of chunk ch for slot s (locked). It returns
+// reqErr to fail only the request, or err to kill the connection (the
+// stream cannot be trusted or the length is past anything the request
+// allows).
+func (c *clientConn) chunkBody(s *clientSlot, ch *ChunkHeader) (reqErr, err error) {
+	n := ch.Length
+	if ch.Type.IsError() {
+		limit := uint32(clientMaxErrorChunk)
+		if ch.Type != ChunkError && ch.Type != ChunkErrorOffset {
+			limit = clientMaxUnknownErrorChunk
+		}
+		if n > limit {
+			return nil, protoErr(fmt.Sprintf("%v chunk of %d bytes, limit %d", ch.Type, n, limit))
+		}
+		b, err := c.readScratch(int(n))
+		if err != nil {
+			return nil, err
+		}
+		if ch.Type != ChunkError && ch.Type != ChunkErrorOffset {
+			// proto.md: an unknown error type is still an error; use its
+			// value if it has one.
+			if n >= 6 && binary.BigEndian.Uint32(b) != 0 {
+				return Errno(binary.BigEndian.Uint32(b)), nil
+			}
+			return protoErr("unknown error chunk " + ch.Type.String()), nil
+		}
+		e, perr := ParseErrorChunk(ch.Type, b)
+		if perr != nil {
+			return perr, nil
+		}
+		if e.HasOffset && (e.Offset < s.off || e.Offset-s.off >= uint64(s.length)) {
+			return protoErr(fmt.Sprintf("ERROR_OFFSET %d outside the request [%d, +%d)", e.Offset, s.off, s.length)), nil
+		}
+		return &ServerError{Errno: e.Error, Message: e.Message, Offset: e.Offset, HasOffset: e.HasOffset}, nil
+	}
+	switch ch.Type {
+	case ChunkNone:
+		if n != 0 {
+			return nil, protoErr(fmt.Sprintf("NONE chunk of %d bytes", n))
+		}
+		if !ch.Flags.Has(ReplyFlagDone) {
+			return protoErr("NONE chunk without DONE"), nil
+		}
+		return nil, nil
+	case ChunkOffsetData:
+		if s.cmd != CmdRead {
+			return nil, protoErr("OFFSET_DATA chunk in reply to " + s.cmd.String())
+		}
+		if n <= OffsetDataHeaderSize || uint64(n) > uint64(s.length)+OffsetDataHeaderSize {
+			return nil, protoErr(fmt.Sprintf("OFFSET_DATA chunk of %d bytes to a READ of %d", n, s.length))
+		}
+		ob := c.rfix[:OffsetDataHeaderSize]
+		if _, err := io.ReadFull(c.br, ob); err != nil {
+			return nil, err
+		}
+		off := binary.BigEndian.Uint64(ob)
+		dlen := uint64(n - OffsetDataHeaderSize)
+		if rerr := s.cover(off, dlen); rerr != nil {
+			_, err := c.br.Discard(int(dlen))
+			return rerr, err
+		}
+		if s.buf == nil {
+			_, err := c.br.Discard(int(dlen))
+			return nil, err
+		}
+		return nil, c.readPayload(s.buf[off-s.off:][:dlen])
+	case ChunkOffsetHole:
+		if s.cmd != CmdRead {
+			return nil, protoErr("OFFSET_HOLE chunk in reply to " + s.cmd.String())
+		}
+		if n != OffsetHoleSize {
+			return nil, protoErr(fmt.Sprintf("OFFSET_HOLE chunk of %d bytes, want 12", n))
+		}
+		if _, err := io.ReadFull(c.br, c.rfix[:]); err != nil {
+			return nil, err
+		}
+		off, size := ParseOffsetHole(&c.rfix)
+		if size == 0 {
+			return protoErr("OFFSET_HOLE of size 0"), nil
+		}
+		if rerr := s.cover(off, uint64(size)); rerr != nil {
+			return rerr, nil
+		}
+		if s.buf != nil {
+			clear(s.buf[off-s.off:][:size])
+		}
+		return nil, nil
+	case ChunkBlockStatus:
+		if s.cmd != CmdBlockStatus {
+			return nil, protoErr("BLOCK_STATUS chunk in reply to " + s.cmd.String())
+		}
+		if n > clientMaxStatusChunk {
+			return nil, protoErr(fmt.Sprintf("BLOCK_STATUS chunk of %d bytes, limit %d", n, clientMaxStatusChunk))
+		}
+		b, err := c.readScratch(int(n))
+		if err != nil {
+			return nil, err
+		}
+		return s.addExtents(c.contexts, b), nil
+	}
+	// proto.md: a client that gets a non-error chunk type it does not
+	// know cannot tell what it means; the connection is done.
+	return nil, protoErr("unknown chunk type " + ch.Type.String())
+}
+
+// readPayload reads reply data into dst: through the bufio.Reader when it
+// is small, else what is buffered and then the rest straight from the
+// socket into dst.
+func (c *clientConn) readPayload(dst []byte) error {
+	if len(dst) < clientDirectRead {
+		_, err := io.ReadFull(c.br, dst)
+		return err
+	}
+	n := min(c.br.Buffered(), len(dst))
+	if n > 0 {
+		_, _ = c.br.Read(dst[:n]) // buffered bytes only: no syscall
+	}
+	_, err := io.ReadFull(clientSock{c}, dst[n:])
+	c.headerOnly = true
+	return err
+}
+
+func (c *clientConn) readScratch(n int) ([]byte, error) {
+	if cap(c.scratch) < n {
+		c.scratch = make([]byte, n)
+	}
+	b := c.scratch[:n]
+	_, err := io.ReadFull(c.br, b)
+	return b, err
 }
 
 // clientMaxFragments bounds the separate pieces a READ reply may be in
