@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Client is a connection (or, with multi-conn, several) to one export of an
@@ -38,6 +39,18 @@ import (
 // Errors from the server match their errno: errors.Is(err, syscall.EIO).
 // A broken connection (hang-up, bad magic, any protocol violation) fails
 // every request in flight at once and every later call at once.
+//
+// Deadlines and cancellation hold in every phase: a call returns as soon
+// as its context ends, whether it waits for a slot, writes its request or
+// waits for its reply, and whatever the server is sending then (nothing,
+// half a header, half a payload). A request whose reply has not been
+// taken when its context ends is abandoned: nothing more is written into
+// its buffer, and its reply (or the rest of it) is read and discarded in
+// the background, so the connection stays usable for the other calls. A
+// request cut while only part of it was written cannot be taken back: the
+// connection is then closed, and every call on it fails with
+// ErrConnectionLost. Calls without a context (ReadAt, WriteAt) are bounded
+// by WithRequestTimeout, the handshake by WithHandshakeTimeout.
 type Client struct {
 	conns []*clientConn
 	next  atomic.Uint32
@@ -52,6 +65,8 @@ type Client struct {
 	hasBase    bool
 
 	minBlock, prefBlock, maxPayload uint32 // effective constraints
+
+	reqTimeout time.Duration // WithRequestTimeout: bound of the calls without a context
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -76,12 +91,15 @@ var (
 // if the server cannot), structured replies, the base:allocation meta
 // context, then NBD_OPT_GO with a fallback to NBD_OPT_EXPORT_NAME. Old
 // servers speaking oldstyle or plain newstyle are accepted. ctx bounds the
-// connection and the handshake only.
+// connection and the handshake only, as does WithHandshakeTimeout
+// (default DefaultClientHandshakeTimeout).
 func Dial(ctx context.Context, uri string, opts ...Option) (*Client, error) {
 	u, cfg, err := clientPrepare(uri, opts)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := cfg.handshakeContext(ctx)
+	defer cancel()
 	connect := func() (*Client, error) {
 		nc, err := cfg.dialURI(ctx, u)
 		if err != nil {
@@ -113,12 +131,15 @@ func Dial(ctx context.Context, uri string, opts ...Option) (*Client, error) {
 
 // DialNegotiator connects to the server a URI names and returns the
 // connection in the option phase (after STARTTLS for an nbds URI), to be
-// driven by hand; Negotiator.ExportName is the URI's export.
+// driven by hand; Negotiator.ExportName is the URI's export. ctx and
+// WithHandshakeTimeout bound the connection, the greeting and STARTTLS.
 func DialNegotiator(ctx context.Context, uri string, opts ...Option) (*Negotiator, error) {
 	u, cfg, err := clientPrepare(uri, opts)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := cfg.handshakeContext(ctx)
+	defer cancel()
 	nc, err := cfg.dialURI(ctx, u)
 	if err != nil {
 		return nil, err
@@ -127,8 +148,11 @@ func DialNegotiator(ctx context.Context, uri string, opts ...Option) (*Negotiato
 }
 
 // ListExports lists the exports of the server a URI names (NBD_OPT_LIST),
-// then ends the session with NBD_OPT_ABORT.
+// then ends the session with NBD_OPT_ABORT, all within ctx and
+// WithHandshakeTimeout.
 func ListExports(ctx context.Context, uri string, opts ...Option) ([]ExportEntry, error) {
+	ctx, cancel := newClientConfig(opts).handshakeContext(ctx)
+	defer cancel()
 	n, err := DialNegotiator(ctx, uri, opts...)
 	if err != nil {
 		return nil, err
@@ -178,9 +202,12 @@ func (cfg *clientConfig) dialURI(ctx context.Context, u *URI) (net.Conn, error) 
 
 // NewClient performs the handshake on conn, which the Client then owns, as
 // Dial does (the export name comes from WithExportName, default ""; TLS from
-// WithTLS).
+// WithTLS; the bound WithHandshakeTimeout).
 func NewClient(ctx context.Context, conn net.Conn, opts ...Option) (*Client, error) {
-	return clientConnect(ctx, conn, newClientConfig(opts))
+	cfg := newClientConfig(opts)
+	ctx, cancel := cfg.handshakeContext(ctx)
+	defer cancel()
+	return clientConnect(ctx, conn, cfg)
 }
 
 func clientConnect(ctx context.Context, nc net.Conn, cfg *clientConfig) (*Client, error) {
@@ -274,6 +301,7 @@ func newClient(n *Negotiator, e ExportInfo) (*Client, error) {
 		}
 	}
 	c.minBlock, c.prefBlock, c.maxPayload = clientBlockLimits(e)
+	c.reqTimeout = n.cfg.requestTimeout
 	c.conns = []*clientConn{newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)}
 	return c, nil
 }
@@ -434,9 +462,21 @@ func (c *Client) checkFlags(cmd Command, flags, allowed CmdFlags) error {
 	return nil
 }
 
+// clientNoCancel is the cancel function of a context that needs none.
+var clientNoCancel context.CancelFunc = func() {}
+
+// ctxless returns the context of a call made without one: unbounded, or
+// bounded by WithRequestTimeout.
+func (c *Client) ctxless() (context.Context, context.CancelFunc) {
+	if c.reqTimeout <= 0 {
+		return context.Background(), clientNoCancel
+	}
+	return context.WithTimeout(context.Background(), c.reqTimeout)
+}
+
 // ReadAt reads len(p) bytes at off (io.ReaderAt). Reading past the end of
 // the export returns the bytes before it and io.EOF. On any other error p
-// is zeroed and n is 0.
+// is zeroed and n is 0. WithRequestTimeout bounds it (default: no bound).
 func (c *Client) ReadAt(p []byte, off int64) (n int, err error) {
 	if off >= c.size && len(p) > 0 && off >= 0 {
 		if c.closed.Load() {
@@ -448,7 +488,9 @@ func (c *Client) ReadAt(p []byte, off int64) (n int, err error) {
 	if off >= 0 && int64(len(p)) > c.size-off {
 		want = p[:c.size-off]
 	}
-	if err := c.Pread(context.Background(), want, off, 0); err != nil {
+	ctx, cancel := c.ctxless()
+	defer cancel()
+	if err := c.Pread(ctx, want, off, 0); err != nil {
 		return 0, err
 	}
 	if len(want) < len(p) {
@@ -485,9 +527,12 @@ func (c *Client) pread(ctx context.Context, p []byte, off int64, flags CmdFlags)
 
 // WriteAt writes p at off (io.WriterAt). A write past the end of the export
 // is refused whole with ErrOutOfRange. On error n is 0: which parts of a
-// split write reached the disk is unknown.
+// split write reached the disk is unknown. WithRequestTimeout bounds it
+// (default: no bound).
 func (c *Client) WriteAt(p []byte, off int64) (n int, err error) {
-	if err := c.Pwrite(context.Background(), p, off, 0); err != nil {
+	ctx, cancel := c.ctxless()
+	defer cancel()
+	if err := c.Pwrite(ctx, p, off, 0); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -496,7 +541,8 @@ func (c *Client) WriteAt(p []byte, off int64) (n int, err error) {
 // WriteAtFUA writes p at off durably (FUA). Without SEND_FUA it writes and
 // then flushes.
 func (c *Client) WriteAtFUA(p []byte, off int64) (n int, err error) {
-	ctx := context.Background()
+	ctx, cancel := c.ctxless()
+	defer cancel()
 	if c.info.Flags.Has(ExportSendFUA) {
 		err = c.Pwrite(ctx, p, off, FlagFUA)
 	} else if err = c.Pwrite(ctx, p, off, 0); err == nil {

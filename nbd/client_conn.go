@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,10 +39,26 @@ import (
 // one will touch its buffer again (the leader then discards the reply's
 // data and frees the slot itself).
 //
-// A leader whose context ends stops at the next message boundary: a read
-// deadline interrupts it while it waits for a reply header, but not in the
-// middle of a message, which it reads to the end so the stream stays in
-// step.
+// Deadlines hold in every phase. Waiting for a slot, for the write lock
+// and for a reply are selects on the context. A write blocked when the
+// context ends is cut by a write deadline: a request none of which went out
+// is taken back and the connection lives; a request half on the wire
+// cannot be, so the connection is closed and every later call fails with
+// "nbd: connection lost: sending ...". A read is cut by a read deadline
+// whatever the reader is doing (before a header, mid-header, mid-payload,
+// mid-chunk): the reader keeps where it is in the message (clientBody),
+// the caller whose context ended returns at once, and the next leader (a
+// waiting caller, or the drain goroutine of the abandoned request) reads
+// the rest of the message, discarding what was meant for a caller who
+// gave up. So an abandoned reply never costs the connection: the stream
+// stays in step, and other requests go on.
+//
+// A caller whose context ends while the leader is writing into its buffer
+// sets its slot's cancel flag and cuts the leader's read with a deadline;
+// the leader sees the flag, lets go of the buffer (the rest of that data
+// is discarded) and of the slot's mutex, which the caller then takes.
+// Deadline changes and the checks of why a read was cut are ordered by
+// kickMu, so no cut is lost.
 
 // clientReplyBuffer is the size of the reader's bufio.Reader. Payloads at
 // least this long are read straight into the caller's buffer; shorter ones
@@ -72,6 +88,8 @@ const clientMaxUnknownErrorChunk = 64 << 10
 type clientSlot struct {
 	idx  uint32
 	done chan struct{} // capacity 1: the reader (or fail) signals completion
+
+	cancel atomic.Bool // the caller gave up: the reader must let go of buf
 
 	mu        sync.Mutex
 	cookie    uint64
@@ -122,12 +140,14 @@ type clientConn struct {
 	err    error         // why the connection died; set before dead is closed
 	rtok   chan struct{} // capacity 1: held by the leader (the one reading replies)
 
+	kickMu sync.Mutex // orders read deadline changes with the checks of why a read was cut
+
 	// owned by the leader
-	interruptible bool // a read deadline may end the read: nothing of the next message is consumed
-	headerOnly    bool // the last payload was large: read no further than a header
-	rhdr          [ChunkHeaderSize]byte
-	rfix          [OffsetHoleSize]byte // fixed-size chunk payloads
-	scratch       []byte
+	headerOnly bool // the last payload was large: read no further than a header
+	body       clientBody
+	rhdr       [ChunkHeaderSize]byte
+	rfix       [OffsetHoleSize]byte // fixed-size chunk payloads
+	scratch    []byte
 }
 
 func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, inflight int) *clientConn {
@@ -203,6 +223,7 @@ func (c *clientConn) completeLocked(s *clientSlot, err error) {
 
 func (c *clientConn) resetLocked(s *clientSlot) {
 	s.inflight, s.complete, s.abandoned = false, false, false
+	s.cancel.Store(false)
 	s.buf, s.err = nil, nil
 	s.covered = 0
 	s.ivals = s.ivals[:0]
@@ -305,7 +326,7 @@ func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flag
 	}
 	if err != nil {
 		// A request half on the wire cannot be taken back.
-		c.fail(fmt.Errorf("nbd: connection lost: sending %v: %w", cmd, err))
+		c.fail(fmt.Errorf("%w: sending %v: %w", ErrConnectionLost, cmd, err))
 		if ctx.Err() != nil {
 			return c.unsend(s, fmt.Errorf("%w (the connection was closed: part of the request had gone out)", ctx.Err()))
 		}
@@ -373,7 +394,7 @@ func (c *clientConn) unsend(s *clientSlot, err error) error {
 // returns ctx's error with abandoned true; otherwise the caller still holds
 // s and must release it.
 func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abandoned bool) {
-	for {
+	for ctx.Err() == nil {
 		select {
 		case <-s.done:
 			return s.err, false
@@ -385,24 +406,44 @@ func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abando
 		case c.rtok <- struct{}{}:
 			c.lead(ctx, s, s.cookie)
 			<-c.rtok
-			continue
 		case <-ctx.Done():
 		}
-		s.mu.Lock()
-		if s.complete {
-			s.mu.Unlock()
-			<-s.done
-			return s.err, false
-		}
-		s.abandoned = true
-		s.buf = nil
-		cookie := s.cookie
-		s.mu.Unlock()
-		// Someone must read the abandoned reply even if no other call
-		// ever waits on this connection again.
-		go c.drain(s, cookie)
-		return ctx.Err(), true
 	}
+	// Ask the leader to let go of the buffer, cutting its read if it is
+	// filling it, and wait until it has.
+	s.cancel.Store(true)
+	if !s.mu.TryLock() {
+		c.kick()
+		s.mu.Lock()
+	}
+	if s.complete {
+		s.mu.Unlock()
+		<-s.done
+		return s.err, false
+	}
+	s.abandoned = true
+	s.buf = nil
+	cookie := s.cookie
+	s.mu.Unlock()
+	// Someone must read the abandoned reply even if no other call ever
+	// waits on this connection again.
+	go c.drain(s, cookie)
+	return ctx.Err(), true
+}
+
+// kick cuts the reader's current or next read with a deadline in the past.
+func (c *clientConn) kick() {
+	c.kickMu.Lock()
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	c.kickMu.Unlock()
+}
+
+// unkick clears the read deadline after a cut; the reader then checks why
+// it was cut (its context, a slot's cancel flag).
+func (c *clientConn) unkick() {
+	c.kickMu.Lock()
+	_ = c.nc.SetReadDeadline(time.Time{})
+	c.kickMu.Unlock()
 }
 
 // drain waits (leading when it can) until the abandoned request cookie in
@@ -429,77 +470,59 @@ func (c *clientConn) answered(s *clientSlot, cookie uint64) bool {
 }
 
 // lead reads replies, the caller holding the reader role, until the
-// request cookie in s is answered, the connection dies, or ctx ends (at a
-// message boundary).
+// request cookie in s is answered, the connection dies, or ctx ends (at
+// once, even mid-message: the next leader reads the rest).
 func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
 	var stop func() bool
 	var fired chan struct{}
 	if ctx.Done() != nil {
 		fired = make(chan struct{})
 		stop = context.AfterFunc(ctx, func() {
-			_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+			c.kick()
 			close(fired)
 		})
 	}
 	for c.failed() == nil && ctx.Err() == nil && !c.answered(s, cookie) {
-		c.interruptible = true
-		err := c.readReply()
-		c.interruptible = false
-		if err == errClientInterrupted {
-			// A deadline at a message boundary: ctx ended (checked by
-			// the loop), or a stale deadline of an earlier leader.
-			_ = c.nc.SetReadDeadline(time.Time{})
+		err := c.readReply(ctx)
+		if err == nil {
 			continue
 		}
-		if err != nil {
-			c.fail(clientConnLost(err))
+		if errors.Is(err, errClientInterrupted) {
+			// Cut at a message boundary: ctx ended (checked by the
+			// loop), or a stale deadline of a caller that gave up.
+			c.unkick()
+			continue
+		}
+		if errors.Is(err, errClientLeave) {
 			break
 		}
+		c.dropBody()
+		c.fail(clientConnLost(err))
+		break
 	}
 	if stop != nil && !stop() {
+		// The deadline was (or is being) set: wait for it, then clear
+		// it so it cannot cut the next leader's read.
 		<-fired
-		_ = c.nc.SetReadDeadline(time.Time{})
+		c.unkick()
 	}
 }
 
-// errClientInterrupted reports a read deadline hit before any byte of the
-// next reply was consumed.
-var errClientInterrupted = errors.New("nbd: read interrupted at a message boundary")
-
-// clientSock is the io.Reader under the reply bufio.Reader. A deadline
-// error ends the read only while the leader is between messages;
-// mid-message the deadline is cleared and the read goes on.
-type clientSock struct{ c *clientConn }
-
-func (r clientSock) Read(p []byte) (int, error) {
-	if r.c.headerOnly && len(p) > clientHeaderRead {
-		// Do not read ahead into what is likely a large payload: it is
-		// to go straight into its caller's buffer.
-		p = p[:clientHeaderRead]
-	}
-	for {
-		n, err := r.c.nc.Read(p)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-			return n, err
-		}
-		if n > 0 {
-			return n, nil
-		}
-		if r.c.interruptible {
-			return 0, errClientInterrupted
-		}
-		_ = r.c.nc.SetReadDeadline(time.Time{})
-	}
-}
+// ErrConnectionLost is the error of every request in flight, and of every
+// later call, on a connection that broke: the server hung up, a read or
+// write failed, or a request was cut by its context after part of it had
+// gone out (it cannot be taken back, so the connection is closed). A
+// protocol violation fails the connection with a *ProtocolError instead.
+var ErrConnectionLost = errors.New("nbd: connection lost")
 
 func clientConnLost(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("nbd: connection lost: server hung up: %w", io.ErrUnexpectedEOF)
+		return fmt.Errorf("%w: server hung up: %w", ErrConnectionLost, io.ErrUnexpectedEOF)
 	}
 	if errors.Is(err, ErrProtocol) {
 		return err
 	}
-	return fmt.Errorf("nbd: connection lost: %w", err)
+	return fmt.Errorf("%w: %w", ErrConnectionLost, err)
 }
 
 // do runs one request to completion and releases its slot.
@@ -534,261 +557,6 @@ func (c *clientConn) close(err error) {
 		}
 	}
 	c.fail(err)
-}
-
-// The reader: run by the leader.
-
-// lookup finds the slot of an in-flight request by cookie and locks it.
-func (c *clientConn) lookup(cookie uint64) (*clientSlot, error) {
-	idx := cookie & 0xffffffff
-	if idx < uint64(len(c.slots)) {
-		s := &c.slots[idx]
-		s.mu.Lock()
-		if s.inflight && !s.complete && s.cookie == cookie {
-			return s, nil
-		}
-		s.mu.Unlock()
-	}
-	return nil, protoErr(fmt.Sprintf("reply with unknown cookie %#x", cookie))
-}
-
-func (c *clientConn) readReply() error {
-	m, err := c.br.Peek(ReplyMagicSize)
-	if err != nil {
-		return err
-	}
-	switch binary.BigEndian.Uint32(m) {
-	case MagicSimpleReply:
-		return c.readSimple()
-	case MagicStructuredReply:
-		if !c.structured {
-			return protoErr("structured reply chunk, but structured replies were not negotiated")
-		}
-		return c.readChunk()
-	default:
-		return badMagic("reply", uint64(binary.BigEndian.Uint32(m)))
-	}
-}
-
-// header peeks a whole header of n bytes and then consumes it, so a
-// deadline can interrupt only before the message has begun.
-func (c *clientConn) header(n int) ([]byte, error) {
-	b, err := c.br.Peek(n)
-	if err != nil {
-		return nil, err
-	}
-	c.interruptible = false
-	c.headerOnly = false
-	copy(c.rhdr[:n], b)
-	_, _ = c.br.Discard(n)
-	return c.rhdr[:n], nil
-}
-
-func (c *clientConn) readSimple() error {
-	b, err := c.header(SimpleReplySize)
-	if err != nil {
-		return err
-	}
-	var r SimpleReply
-	if err := r.Parse((*[SimpleReplySize]byte)(b)); err != nil {
-		return err
-	}
-	s, err := c.lookup(r.Cookie)
-	if err != nil {
-		// proto.md: with an unknown cookie the client cannot know whether
-		// data follows; it must disconnect.
-		return err
-	}
-	defer s.mu.Unlock()
-	if r.Error != 0 {
-		c.completeLocked(s, r.Error)
-		return nil
-	}
-	switch s.cmd {
-	case CmdRead:
-		if c.structured {
-			// proto.md: once structured replies are negotiated a READ
-			// MUST get them; whether data follows cannot be known.
-			return protoErr("simple reply with data to READ after structured replies were negotiated")
-		}
-		if s.buf != nil {
-			if err := c.readPayload(s.buf); err != nil {
-				return err
-			}
-		} else if _, err := c.br.Discard(int(s.length)); err != nil {
-			return err
-		}
-	case CmdBlockStatus:
-		c.completeLocked(s, protoErr("simple success reply to BLOCK_STATUS"))
-		return nil
-	}
-	c.completeLocked(s, nil)
-	return nil
-}
-
-func (c *clientConn) readChunk() error {
-	b, err := c.header(ChunkHeaderSize)
-	if err != nil {
-		return err
-	}
-	var ch ChunkHeader
-	if err := ch.Parse((*[ChunkHeaderSize]byte)(b)); err != nil {
-		return err
-	}
-	s, err := c.lookup(ch.Cookie)
-	if err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	reqErr, err := c.chunkBody(s, &ch)
-	if err != nil {
-		return err // fail() will complete s after the deferred unlock
-	}
-	if reqErr != nil && s.err == nil {
-		// The first error of a reply wins; read on to DONE.
-		s.err = reqErr
-	}
-	if ch.Flags.Has(ReplyFlagDone) {
-		if s.err == nil && s.cmd == CmdRead && s.covered != uint64(s.length) {
-			s.err = protoErr(fmt.Sprintf("READ reply done after %d of %d bytes", s.covered, s.length))
-		}
-		if s.err == nil && s.cmd == CmdBlockStatus && len(s.extRuns) == 0 {
-			s.err = protoErr("BLOCK_STATUS reply done without any extents")
-		}
-		c.completeLocked(s, s.err)
-	}
-	return nil
-}
-
-// chunkBody reads the payload of chunk ch for slot s (locked). It returns
-// reqErr to fail only the request, or err to kill the connection (the
-// stream cannot be trusted or the length is past anything the request
-// allows).
-func (c *clientConn) chunkBody(s *clientSlot, ch *ChunkHeader) (reqErr, err error) {
-	n := ch.Length
-	if ch.Type.IsError() {
-		limit := uint32(clientMaxErrorChunk)
-		if ch.Type != ChunkError && ch.Type != ChunkErrorOffset {
-			limit = clientMaxUnknownErrorChunk
-		}
-		if n > limit {
-			return nil, protoErr(fmt.Sprintf("%v chunk of %d bytes, limit %d", ch.Type, n, limit))
-		}
-		b, err := c.readScratch(int(n))
-		if err != nil {
-			return nil, err
-		}
-		if ch.Type != ChunkError && ch.Type != ChunkErrorOffset {
-			// proto.md: an unknown error type is still an error; use its
-			// value if it has one.
-			if n >= 6 && binary.BigEndian.Uint32(b) != 0 {
-				return Errno(binary.BigEndian.Uint32(b)), nil
-			}
-			return protoErr("unknown error chunk " + ch.Type.String()), nil
-		}
-		e, perr := ParseErrorChunk(ch.Type, b)
-		if perr != nil {
-			return perr, nil
-		}
-		if e.HasOffset && (e.Offset < s.off || e.Offset-s.off >= uint64(s.length)) {
-			return protoErr(fmt.Sprintf("ERROR_OFFSET %d outside the request [%d, +%d)", e.Offset, s.off, s.length)), nil
-		}
-		return &ServerError{Errno: e.Error, Message: e.Message, Offset: e.Offset, HasOffset: e.HasOffset}, nil
-	}
-	switch ch.Type {
-	case ChunkNone:
-		if n != 0 {
-			return nil, protoErr(fmt.Sprintf("NONE chunk of %d bytes", n))
-		}
-		if !ch.Flags.Has(ReplyFlagDone) {
-			return protoErr("NONE chunk without DONE"), nil
-		}
-		return nil, nil
-	case ChunkOffsetData:
-		if s.cmd != CmdRead {
-			return nil, protoErr("OFFSET_DATA chunk in reply to " + s.cmd.String())
-		}
-		if n <= OffsetDataHeaderSize || uint64(n) > uint64(s.length)+OffsetDataHeaderSize {
-			return nil, protoErr(fmt.Sprintf("OFFSET_DATA chunk of %d bytes to a READ of %d", n, s.length))
-		}
-		ob := c.rfix[:OffsetDataHeaderSize]
-		if _, err := io.ReadFull(c.br, ob); err != nil {
-			return nil, err
-		}
-		off := binary.BigEndian.Uint64(ob)
-		dlen := uint64(n - OffsetDataHeaderSize)
-		if rerr := s.cover(off, dlen); rerr != nil {
-			_, err := c.br.Discard(int(dlen))
-			return rerr, err
-		}
-		if s.buf == nil {
-			_, err := c.br.Discard(int(dlen))
-			return nil, err
-		}
-		return nil, c.readPayload(s.buf[off-s.off:][:dlen])
-	case ChunkOffsetHole:
-		if s.cmd != CmdRead {
-			return nil, protoErr("OFFSET_HOLE chunk in reply to " + s.cmd.String())
-		}
-		if n != OffsetHoleSize {
-			return nil, protoErr(fmt.Sprintf("OFFSET_HOLE chunk of %d bytes, want 12", n))
-		}
-		if _, err := io.ReadFull(c.br, c.rfix[:]); err != nil {
-			return nil, err
-		}
-		off, size := ParseOffsetHole(&c.rfix)
-		if size == 0 {
-			return protoErr("OFFSET_HOLE of size 0"), nil
-		}
-		if rerr := s.cover(off, uint64(size)); rerr != nil {
-			return rerr, nil
-		}
-		if s.buf != nil {
-			clear(s.buf[off-s.off:][:size])
-		}
-		return nil, nil
-	case ChunkBlockStatus:
-		if s.cmd != CmdBlockStatus {
-			return nil, protoErr("BLOCK_STATUS chunk in reply to " + s.cmd.String())
-		}
-		if n > clientMaxStatusChunk {
-			return nil, protoErr(fmt.Sprintf("BLOCK_STATUS chunk of %d bytes, limit %d", n, clientMaxStatusChunk))
-		}
-		b, err := c.readScratch(int(n))
-		if err != nil {
-			return nil, err
-		}
-		return s.addExtents(c.contexts, b), nil
-	}
-	// proto.md: a client that gets a non-error chunk type it does not
-	// know cannot tell what it means; the connection is done.
-	return nil, protoErr("unknown chunk type " + ch.Type.String())
-}
-
-// readPayload reads reply data into dst: through the bufio.Reader when it
-// is small, else what is buffered and then the rest straight from the
-// socket into dst.
-func (c *clientConn) readPayload(dst []byte) error {
-	if len(dst) < clientDirectRead {
-		_, err := io.ReadFull(c.br, dst)
-		return err
-	}
-	n := min(c.br.Buffered(), len(dst))
-	if n > 0 {
-		_, _ = c.br.Read(dst[:n]) // buffered bytes only: no syscall
-	}
-	_, err := io.ReadFull(clientSock{c}, dst[n:])
-	c.headerOnly = true
-	return err
-}
-
-func (c *clientConn) readScratch(n int) ([]byte, error) {
-	if cap(c.scratch) < n {
-		c.scratch = make([]byte, n)
-	}
-	b := c.scratch[:n]
-	_, err := io.ReadFull(c.br, b)
-	return b, err
 }
 
 // clientMaxFragments bounds the separate pieces a READ reply may be in

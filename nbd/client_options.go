@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Option configures Dial, NewClient and Negotiate.
@@ -30,6 +31,9 @@ type clientConfig struct {
 	maxInFlight  int
 	connections  int
 	dial         func(ctx context.Context, network, address string) (net.Conn, error)
+
+	handshakeTimeout time.Duration
+	requestTimeout   time.Duration
 }
 
 func newClientConfig(opts []Option) *clientConfig {
@@ -37,6 +41,8 @@ func newClientConfig(opts []Option) *clientConfig {
 		metaContexts: []string{MetaContextBaseAllocation},
 		maxInFlight:  DefaultClientMaxInFlight,
 		connections:  1,
+
+		handshakeTimeout: DefaultClientHandshakeTimeout,
 	}
 	for _, o := range opts {
 		o(c)
@@ -135,4 +141,41 @@ func WithConnections(n int) Option {
 // default is a net.Dialer's DialContext).
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
 	return func(c *clientConfig) { c.dial = dial }
+}
+
+// Timeouts.
+
+// DefaultClientHandshakeTimeout bounds the connection and handshake of Dial,
+// DialNegotiator, ListExports and NewClient when WithHandshakeTimeout does
+// not say otherwise: a Dial with context.Background() to a server that
+// accepts and then says nothing fails after it with
+// context.DeadlineExceeded.
+const DefaultClientHandshakeTimeout = 30 * time.Second
+
+// WithHandshakeTimeout bounds the connection and handshake of Dial,
+// DialNegotiator, ListExports and NewClient to d, on top of their
+// context: whichever ends first ends the handshake. The default is
+// DefaultClientHandshakeTimeout; d <= 0 leaves the context alone to decide.
+// Negotiate and the methods of a Negotiator are bounded by their context
+// only.
+func WithHandshakeTimeout(d time.Duration) Option {
+	return func(c *clientConfig) { c.handshakeTimeout = d }
+}
+
+// WithRequestTimeout bounds each call that takes no context (ReadAt,
+// WriteAt, WriteAtFUA) to d, as if it had been given a context with that
+// timeout: past it the call returns context.DeadlineExceeded, and its
+// request is abandoned as a cancelled one is (see Client). The default, 0,
+// is no bound. A bounded call makes a context and a timer, so it
+// allocates; unbounded ReadAt and WriteAt do not.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *clientConfig) { c.requestTimeout = d }
+}
+
+// handshakeContext bounds ctx by the handshake timeout.
+func (c *clientConfig) handshakeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.handshakeTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.handshakeTimeout)
 }
