@@ -69,18 +69,32 @@ var ErrBadURI = errors.New("nbd: bad URI")
 // tls-type=psk and tls-type=anon are refused: Go's crypto/tls supports
 // neither pre-shared keys nor anonymous TLS.
 func ParseURI(s string) (*URI, error) {
-	bad := func(format string, args ...any) (*URI, error) {
-		return nil, &URIError{URI: s, Reason: fmt.Sprintf(format, args...)}
-	}
 	u, err := url.Parse(s)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return bad("%s", ue.Err.Error())
+			err = ue.Err
 		}
-		return bad("%s", err.Error())
+		return nil, &URIError{URI: s, Reason: err.Error()}
 	}
 	r := &URI{TLSVerifyPeer: true}
+	err = r.parseScheme(u)
+	if err == nil {
+		err = r.parseAuthority(s, u)
+	}
+	if err == nil {
+		err = r.parseQuery(u)
+	}
+	if err != nil {
+		return nil, &URIError{URI: s, Reason: err.Error()}
+	}
+	return r, nil
+}
+
+// uriReason is why a URI is bad (URIError.Reason).
+func uriReason(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+func (r *URI) parseScheme(u *url.URL) error {
 	switch u.Scheme {
 	case "nbd":
 		r.Network = "tcp"
@@ -91,123 +105,150 @@ func ParseURI(s string) (*URI, error) {
 	case "nbds+unix":
 		r.Network, r.TLS = "unix", true
 	case "":
-		return bad("no scheme: want nbd://, nbds://, nbd+unix:// or nbds+unix://")
+		return uriReason("no scheme: want nbd://, nbds://, nbd+unix:// or nbds+unix://")
 	default:
-		return bad("unknown scheme %s: want nbd, nbds, nbd+unix or nbds+unix", strconv.Quote(u.Scheme))
+		return uriReason("unknown scheme %s: want nbd, nbds, nbd+unix or nbds+unix", strconv.Quote(u.Scheme))
 	}
 	if u.Opaque != "" {
-		return bad("%s: needs // after the scheme", u.Scheme)
+		return uriReason("%s: needs // after the scheme", u.Scheme)
 	}
+	return nil
+}
+
+// parseAuthority takes the user and the export, and refuses fragments.
+func (r *URI) parseAuthority(s string, u *url.URL) error {
 	if u.Fragment != "" || strings.Contains(s, "#") {
-		return bad("fragments (#...) have no meaning in an NBD URI")
+		return uriReason("fragments (#...) have no meaning in an NBD URI")
 	}
 	if u.User != nil {
 		if _, has := u.User.Password(); has {
-			return bad("a password in the URI is not supported")
+			return uriReason("a password in the URI is not supported")
 		}
 		r.User = u.User.Username()
 	}
 	if len(u.Path) > 0 {
 		if u.Path[0] != '/' {
-			return bad("export path must start with /")
+			return uriReason("export path must start with /")
 		}
 		r.Export = u.Path[1:]
 	}
 	if len(r.Export) > MaxStringLength {
-		return bad("export name longer than 4096 bytes")
+		return uriReason("export name longer than 4096 bytes")
 	}
 	if strings.IndexByte(r.Export, 0) >= 0 {
-		return bad("export name contains NUL")
+		return uriReason("export name contains NUL")
 	}
+	return nil
+}
+
+// parseQuery takes the query parameters, then the address.
+func (r *URI) parseQuery(u *url.URL) error {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return bad("query: %v", err)
+		return uriReason("query: %v", err)
 	}
 	socket := ""
 	haveSocket := false
 	for k, vs := range q {
 		if len(vs) != 1 {
-			return bad("query parameter %s given %d times", k, len(vs))
+			return uriReason("query parameter %s given %d times", k, len(vs))
 		}
-		v := vs[0]
-		switch {
-		case k == "socket":
-			socket, haveSocket = v, true
-		case k == "tls-type":
-			switch v {
-			case "x509":
-			case "psk":
-				return bad("tls-type=psk: pre-shared keys are not supported by Go's crypto/tls (golang/go#6379); use X.509 certificates")
-			case "anon":
-				return bad("tls-type=anon: anonymous TLS is not supported by Go's crypto/tls; use X.509 certificates")
-			default:
-				return bad("tls-type=%s: want x509 (or psk/anon, which Go cannot do)", strconv.Quote(v))
-			}
-			r.TLSType = v
-		case k == "tls-hostname":
-			if v == "" {
-				return bad("tls-hostname is empty")
-			}
-			r.TLSHostname = v
-		case k == "tls-verify-peer":
-			switch v {
-			case "0", "false":
-				r.TLSVerifyPeer = false
-			case "1", "true":
-				r.TLSVerifyPeer = true
-			default:
-				return bad("tls-verify-peer=%s: want 0 or 1", strconv.Quote(v))
-			}
-		case k == "tls-certificates":
-			if v == "" {
-				return bad("tls-certificates is empty")
-			}
-			r.TLSCertificates = v
-		case strings.HasPrefix(k, "x-"):
-			if r.Extra == nil {
-				r.Extra = url.Values{}
-			}
-			r.Extra[k] = vs
-		default:
-			return bad("unknown query parameter %s (experimental ones start with x-)", strconv.Quote(k))
+		if k == "socket" {
+			socket, haveSocket = vs[0], true
+			continue
+		}
+		if err := r.parseParam(k, vs[0]); err != nil {
+			return err
 		}
 		if strings.HasPrefix(k, "tls-") && !r.TLS {
-			return bad("%s given, but the scheme %s does not use TLS (use nbds or nbds+unix)", k, u.Scheme)
+			return uriReason("%s given, but the scheme %s does not use TLS (use nbds or nbds+unix)", k, u.Scheme)
 		}
 	}
 	if r.Network == "unix" {
-		if u.Host != "" {
-			return bad("%s takes no host (%s): name the socket with ?socket=", u.Scheme, strconv.Quote(u.Host))
-		}
-		if !haveSocket || socket == "" {
-			return bad("%s needs ?socket=PATH", u.Scheme)
-		}
-		if socket[0] == 0 {
-			socket = "@" + socket[1:]
-		}
-		r.Address = socket
-		return r, nil
+		return r.unixAddress(u, socket, haveSocket)
 	}
 	if haveSocket {
-		return bad("socket= is only for nbd+unix and nbds+unix")
+		return uriReason("socket= is only for nbd+unix and nbds+unix")
 	}
+	return r.tcpAddress(u)
+}
+
+// parseParam takes one query parameter other than socket.
+func (r *URI) parseParam(k, v string) error {
+	switch {
+	case k == "tls-type":
+		switch v {
+		case "x509":
+		case "psk":
+			return uriReason("tls-type=psk: pre-shared keys are not supported by Go's crypto/tls (golang/go#6379); use X.509 certificates")
+		case "anon":
+			return uriReason("tls-type=anon: anonymous TLS is not supported by Go's crypto/tls; use X.509 certificates")
+		default:
+			return uriReason("tls-type=%s: want x509 (or psk/anon, which Go cannot do)", strconv.Quote(v))
+		}
+		r.TLSType = v
+	case k == "tls-hostname":
+		if v == "" {
+			return uriReason("tls-hostname is empty")
+		}
+		r.TLSHostname = v
+	case k == "tls-verify-peer":
+		switch v {
+		case "0", "false":
+			r.TLSVerifyPeer = false
+		case "1", "true":
+			r.TLSVerifyPeer = true
+		default:
+			return uriReason("tls-verify-peer=%s: want 0 or 1", strconv.Quote(v))
+		}
+	case k == "tls-certificates":
+		if v == "" {
+			return uriReason("tls-certificates is empty")
+		}
+		r.TLSCertificates = v
+	case strings.HasPrefix(k, "x-"):
+		if r.Extra == nil {
+			r.Extra = url.Values{}
+		}
+		r.Extra[k] = []string{v}
+	default:
+		return uriReason("unknown query parameter %s (experimental ones start with x-)", strconv.Quote(k))
+	}
+	return nil
+}
+
+func (r *URI) unixAddress(u *url.URL, socket string, haveSocket bool) error {
+	if u.Host != "" {
+		return uriReason("%s takes no host (%s): name the socket with ?socket=", u.Scheme, strconv.Quote(u.Host))
+	}
+	if !haveSocket || socket == "" {
+		return uriReason("%s needs ?socket=PATH", u.Scheme)
+	}
+	if socket[0] == 0 {
+		socket = "@" + socket[1:]
+	}
+	r.Address = socket
+	return nil
+}
+
+func (r *URI) tcpAddress(u *url.URL) error {
 	host, port := u.Hostname(), u.Port()
 	if strings.Contains(host, ":") && !strings.HasPrefix(u.Host, "[") {
-		return bad("IPv6 address %q must be in brackets (RFC 2732): nbd://[%s]/", u.Host, u.Host)
+		return uriReason("IPv6 address %q must be in brackets (RFC 2732): nbd://[%s]/", u.Host, u.Host)
 	}
 	if host == "" {
 		host = "localhost"
 	}
 	if port == "" {
 		if strings.HasSuffix(u.Host, ":") {
-			return bad("empty port")
+			return uriReason("empty port")
 		}
 		port = strconv.Itoa(DefaultPort)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return bad("port %s out of range 1-65535", port)
+		return uriReason("port %s out of range 1-65535", port)
 	}
 	r.Address = net.JoinHostPort(host, port)
-	return r, nil
+	return nil
 }
 
 // String formats u as an NBD URI that ParseURI reads back to u.

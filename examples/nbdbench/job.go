@@ -84,52 +84,16 @@ func (j job) run(ctx context.Context) (*result, error) {
 		return nil, fmt.Errorf("export of %d bytes is smaller than bs=%d", size, j.BS)
 	}
 	j.Connections = c.Connections()
+	res := &result{Job: j}
 	var (
-		next    atomic.Int64 // sequential jobs: next block
-		stop    atomic.Bool
+		sh      = shared{blocks: blocks, start: time.Now()}
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		res     = &result{Job: j}
 		errOnce error
 	)
-	seq := j.RW == "read" || j.RW == "write"
-	start := time.Now()
 	for w := range j.IODepth {
 		wg.Go(func() {
-			var rd, wr stats
-			r := rand.New(rand.NewPCG(uint64(w)+1, uint64(start.UnixNano())))
-			buf := make([]byte, j.BS)
-			for i := range buf {
-				buf[i] = byte(r.Uint32())
-			}
-			var err error
-			for !stop.Load() {
-				var blk int64
-				if seq {
-					blk = (next.Add(1) - 1) % blocks
-				} else {
-					blk = r.Int64N(blocks)
-				}
-				off := blk * j.BS
-				read := j.RW == "read" || j.RW == "randread" || (j.RW == "randrw" && r.IntN(100) < j.MixRead)
-				t0 := time.Now()
-				if read {
-					_, err = c.ReadAt(buf, off)
-				} else {
-					_, err = c.WriteAt(buf, off)
-				}
-				d := time.Since(t0)
-				if err != nil {
-					break
-				}
-				st := &wr
-				if read {
-					st = &rd
-				}
-				st.Ops++
-				st.Bytes += j.BS
-				st.Hist.Record(d)
-			}
+			rd, wr, err := j.worker(c, w, &sh)
 			mu.Lock()
 			res.Read.merge(&rd)
 			res.Write.merge(&wr)
@@ -143,9 +107,9 @@ func (j job) run(ctx context.Context) (*result, error) {
 	case <-time.After(j.Runtime):
 	case <-ctx.Done():
 	}
-	stop.Store(true)
+	sh.stop.Store(true)
 	wg.Wait()
-	res.Elapsed = time.Since(start)
+	res.Elapsed = time.Since(sh.start)
 	if errOnce != nil {
 		return res, fmt.Errorf("I/O error: %w", errOnce)
 	}
@@ -153,6 +117,53 @@ func (j job) run(ctx context.Context) (*result, error) {
 		return res, errors.New("no request completed")
 	}
 	return res, nil
+}
+
+// shared is what the workers of one run share.
+type shared struct {
+	blocks int64
+	start  time.Time
+	next   atomic.Int64 // sequential jobs: next block
+	stop   atomic.Bool
+}
+
+// worker keeps one request in flight until sh.stop, as fio's iodepth
+// counts them, and returns its figures.
+func (j *job) worker(c *nbd.Client, w int, sh *shared) (rd, wr stats, err error) {
+	seq := j.RW == "read" || j.RW == "write"
+	r := rand.New(rand.NewPCG(uint64(w)+1, uint64(sh.start.UnixNano())))
+	buf := make([]byte, j.BS)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	for !sh.stop.Load() {
+		var blk int64
+		if seq {
+			blk = (sh.next.Add(1) - 1) % sh.blocks
+		} else {
+			blk = r.Int64N(sh.blocks)
+		}
+		off := blk * j.BS
+		read := j.RW == "read" || j.RW == "randread" || (j.RW == "randrw" && r.IntN(100) < j.MixRead)
+		t0 := time.Now()
+		if read {
+			_, err = c.ReadAt(buf, off)
+		} else {
+			_, err = c.WriteAt(buf, off)
+		}
+		d := time.Since(t0)
+		if err != nil {
+			return rd, wr, err
+		}
+		st := &wr
+		if read {
+			st = &rd
+		}
+		st.Ops++
+		st.Bytes += j.BS
+		st.Hist.Record(d)
+	}
+	return rd, wr, nil
 }
 
 func (s *stats) merge(o *stats) {
