@@ -593,11 +593,22 @@ func (n *Negotiator) Go(ctx context.Context, export string) (*Client, error) {
 		return n.exportName(export, &e)
 	})
 	if err != nil {
-		n.fail()
+		n.giveUp(err)
 		return nil, err
 	}
 	n.done = true
 	return newClient(n, e)
+}
+
+// giveUp ends a negotiation that failed with err. After an option error the
+// connection is still in step, so the client first says NBD_OPT_ABORT, as
+// proto.md asks of a client that gives up (after NBD_REP_ERR_SHUTDOWN too),
+// without waiting for the server's answer; then it closes the connection.
+func (n *Negotiator) giveUp(err error) {
+	if n.style == StyleFixedNewstyle && isOptionError(err) {
+		_ = n.send(OptAbort, nil)
+	}
+	n.fail()
 }
 
 // exportName runs NBD_OPT_EXPORT_NAME. The server refuses it only by

@@ -1100,3 +1100,35 @@ func TestClientDialErrorMessage(t *testing.T) {
 		t.Errorf("error %q names the socket %d times, want once", err, n)
 	}
 }
+
+// TestClientAbortsAfterShutdownReply: a server that answers GO with
+// NBD_REP_ERR_SHUTDOWN gets NBD_OPT_ABORT from the client before it hangs
+// up (proto.md: a client giving up the negotiation says so).
+func TestClientAbortsAfterShutdownReply(t *testing.T) {
+	aborted := make(chan bool, 1)
+	_, err := clientScripted(t, func(p *clientPeer) {
+		p.greet(HandshakeFixedNewstyle | HandshakeNoZeroes)
+		for {
+			o, _ := p.option()
+			if o == OptGo {
+				p.reply(o, RepErrShutdown, []byte("going down"))
+				break
+			}
+			p.reply(o, RepErrUnsup, nil)
+		}
+		o, _ := p.option()
+		aborted <- o == OptAbort
+		p.hangup()
+	})
+	if !errors.Is(err, ErrOptShutdown) {
+		t.Fatalf("GO answered ERR_SHUTDOWN: %v, want ErrOptShutdown", err)
+	}
+	select {
+	case ok := <-aborted:
+		if !ok {
+			t.Error("the client's next option after ERR_SHUTDOWN was not ABORT")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the client sent nothing after ERR_SHUTDOWN")
+	}
+}
