@@ -9,6 +9,7 @@ import (
 
 	"github.com/nhdkit/nhd/ata"
 	"github.com/nhdkit/nhd/dma"
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // asyncBackend is a backend that keeps requests in flight from one
@@ -31,6 +32,10 @@ type AheadConfig struct {
 	// Context bounds the waits made inside ReadAt, WriteAt and Trim; nil
 	// means context.Background(). Flush takes its own.
 	Context context.Context
+	// Copies, if not nil, counts the payload bytes the Ahead copies
+	// between its buffers and its callers' (zerocopy.Accounting.AddCopy):
+	// a read served from the read-ahead and every write behind.
+	Copies *zerocopy.Accounting
 }
 
 // Ahead is a backend that pipelines its caller with the backend it wraps
@@ -77,6 +82,7 @@ type Ahead struct {
 	depth int
 	size  int64
 	ctx   context.Context
+	cp    *zerocopy.Accounting // nil: not counted
 	slots []slot
 	seq   uint64  // order of the requests started
 	errs  []error // writes behind that failed, not reported yet, oldest first
@@ -120,7 +126,7 @@ func NewAhead(be ata.Backend, c AheadConfig) (*Ahead, error) {
 	if c.Context == nil {
 		c.Context = context.Background()
 	}
-	a := &Ahead{be: be, block: int64(c.Block), depth: c.Depth, size: math.MaxInt64, ctx: c.Context,
+	a := &Ahead{be: be, block: int64(c.Block), depth: c.Depth, size: math.MaxInt64, ctx: c.Context, cp: c.Copies,
 		slots: make([]slot, c.Depth+1), errs: make([]error, 0, c.Depth+1)}
 	a.async, _ = be.(asyncBackend)
 	if s, ok := be.(ata.Sizer); ok {
@@ -271,7 +277,7 @@ func (a *Ahead) ReadAt(p []byte, off int64) (int, error) {
 				a.wait(a.ctx, i)
 			}
 			if s.err == nil && stop-blk <= int64(s.n) {
-				copy(q, s.buf[pos-blk:])
+				a.cp.AddCopy(int64(copy(q, s.buf[pos-blk:])))
 				pos = stop
 				continue
 			}
@@ -356,7 +362,7 @@ func (a *Ahead) WriteAt(p []byte, off int64) (int, error) {
 			return int(pos - off), err
 		}
 		i := a.free()
-		copy(a.slots[i].buf, p[pos-off:stop-off])
+		a.cp.AddCopy(int64(copy(a.slots[i].buf, p[pos-off:stop-off])))
 		a.start(i, true, pos, int(stop-pos))
 		pos = stop
 	}

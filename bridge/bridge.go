@@ -6,6 +6,7 @@ import (
 
 	"github.com/nhdkit/nhd/ata"
 	"github.com/nhdkit/nhd/dma"
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // Bridge is one emulated NHD: an ATA device whose backend is the Config's
@@ -39,7 +40,8 @@ func New(c Config) (*Bridge, error) {
 	be := c.Backend
 	switch {
 	case c.Pipelining == AcrossCommands:
-		if b.ahead, err = NewAhead(be, AheadConfig{Block: c.MaxCommand, Depth: c.Depth, Context: c.Context}); err != nil {
+		ac := AheadConfig{Block: c.MaxCommand, Depth: c.Depth, Context: c.Context, Copies: &b.path.copies}
+		if b.ahead, err = NewAhead(be, ac); err != nil {
 			return nil, err
 		}
 		be = b.ahead
@@ -128,6 +130,16 @@ func (b *Bridge) Flush() error {
 // Sum returns the Internet checksum (package checksum) the bridge computed
 // over the data of its last READ or WRITE.
 func (b *Bridge) Sum() uint16 { return b.path.last }
+
+// Copies reports, since New, the payload bytes the bridge's data phases
+// carried and the bytes it copied on their way (zerocopy.CopyStats): the
+// DMA engine's copies between host memory and its FIFO, the staging
+// buffer's when the datapath is not zero-copy, and the Ahead's when it is
+// pipelined across commands. What the backend copies (an NBD client's
+// reads from its socket, a memory disk's) is the backend's, not counted.
+// A zero-copy datapath makes one copy per byte; staging, or an Ahead,
+// adds one.
+func (b *Bridge) Copies() zerocopy.CopyStats { return b.path.copies.Snapshot() }
 
 // Host returns the host driver, for commands Read, Write and Flush do not
 // cover (IDENTIFY DEVICE, DATA SET MANAGEMENT, ...). Its commands run on the

@@ -171,3 +171,61 @@ func TestWriteError(t *testing.T) {
 		})
 	}
 }
+
+// TestCopies: every row counts the payload of its data phases and the
+// bytes it copies on their way (Bridge.Copies, zerocopy's accounting). A
+// zero-copy row copies each byte once (the DMA engine, between host memory
+// and its FIFO); staging through the bridge's buffer adds a copy; an Ahead
+// adds one to every write behind and to every read served from the
+// read-ahead (a read made on demand goes straight into the FIFO).
+func TestCopies(t *testing.T) {
+	for _, v := range Table4() {
+		t.Run(v.Name, func(t *testing.T) {
+			b, _ := newTestBridge(t, v)
+			buf := make([]byte, testCmd)
+			const n = 4
+			for i := range int64(n) {
+				fill(buf, i*testCmd, 1)
+				if err := b.Write(buf, i*testCmd); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			w := b.Copies()
+			for i := range int64(n) {
+				if err := b.Read(buf, i*testCmd); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := b.Copies()
+			r.Payload -= w.Payload
+			r.Copied -= w.Copied
+			if w.Payload != n*testCmd || r.Payload != n*testCmd {
+				t.Fatalf("payload: writes %d, reads %d bytes; want %d each", w.Payload, r.Payload, n*testCmd)
+			}
+			wantW, wantR := int64(1), int64(1)
+			switch {
+			case v.Pipelining == AcrossCommands:
+				// Every write behind; every read but the first, which is
+				// made on demand, comes from the read-ahead.
+				wantW, wantR = 2*n, 2*n-1
+				r.Copied /= testCmd
+				w.Copied /= testCmd
+				if w.Copied != wantW || r.Copied != wantR {
+					t.Errorf("copies in %d commands: writes %d, reads %d command-sizes; want %d, %d", n, w.Copied, r.Copied, wantW, wantR)
+				}
+				return
+			case !v.ZeroCopy:
+				wantW, wantR = 2, 2
+			}
+			if got := w.CopiesPerByte(); got != float64(wantW) {
+				t.Errorf("writes: %.3f copies per byte, want %d (%v)", got, wantW, w)
+			}
+			if got := r.CopiesPerByte(); got != float64(wantR) {
+				t.Errorf("reads: %.3f copies per byte, want %d (%v)", got, wantR, r)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nhdkit/nhd/checksum"
 	"github.com/nhdkit/nhd/dma"
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // path is the bridge's DMA as its ATA device sees it (ata.DMA): it hands
@@ -20,6 +21,10 @@ type path struct {
 	stage    []byte // the bridge's buffer, when not zero-copy
 	st       staged
 	last     uint16 // the checksum of the last data phase
+	// copies counts every data phase's payload and the bytes the bridge
+	// copies on its way: the engine's (host memory and the FIFO), the
+	// staging buffer's, and the Ahead's.
+	copies zerocopy.Accounting
 }
 
 var errStage = errors.New("bridge: command larger than the bridge's buffer")
@@ -30,8 +35,11 @@ func (p *path) hostMem(n int64) []byte { return p.eng.Memory().Region(0)[:n] }
 
 func (p *path) DeviceToHost(src io.ReaderAt, off, n int64) error {
 	p.sum.Reset()
+	p.copies.AddPayload(n)
 	if p.stage == nil {
-		if err := p.eng.DeviceToHost(src, off, n); err != nil {
+		err := p.eng.DeviceToHost(src, off, n)
+		p.counted()
+		if err != nil {
 			return err
 		}
 		p.finish(p.hostMem(n))
@@ -46,8 +54,10 @@ func (p *path) DeviceToHost(src io.ReaderAt, off, n int64) error {
 	if int64(len(p.stage)) < n {
 		return errStage
 	}
-	p.st = staged{b: p.stage[:n], base: off, src: src}
-	if err := p.eng.DeviceToHost(&p.st, off, n); err != nil {
+	p.st = staged{b: p.stage[:n], base: off, src: src, copies: &p.copies}
+	err := p.eng.DeviceToHost(&p.st, off, n)
+	p.counted()
+	if err != nil {
 		return err
 	}
 	p.finish(p.stage[:n])
@@ -56,8 +66,11 @@ func (p *path) DeviceToHost(src io.ReaderAt, off, n int64) error {
 
 func (p *path) HostToDevice(dst io.WriterAt, off, n int64) error {
 	p.sum.Reset()
+	p.copies.AddPayload(n)
 	if p.stage == nil {
-		if err := p.eng.HostToDevice(dst, off, n); err != nil {
+		err := p.eng.HostToDevice(dst, off, n)
+		p.counted()
+		if err != nil {
 			return err
 		}
 		p.finish(p.hostMem(n))
@@ -66,14 +79,19 @@ func (p *path) HostToDevice(dst io.WriterAt, off, n int64) error {
 	if int64(len(p.stage)) < n {
 		return errStage
 	}
-	p.st = staged{b: p.stage[:n], base: off}
-	if err := p.eng.HostToDevice(&p.st, off, n); err != nil {
+	p.st = staged{b: p.stage[:n], base: off, copies: &p.copies}
+	err := p.eng.HostToDevice(&p.st, off, n)
+	p.counted()
+	if err != nil {
 		return err
 	}
 	p.finish(p.stage[:n])
-	_, err := dst.WriteAt(p.stage[:n], off)
+	_, err = dst.WriteAt(p.stage[:n], off)
 	return err
 }
+
+// counted adds the bytes the engine copied in the transfer just done.
+func (p *path) counted() { p.copies.AddCopy(p.eng.Last().CopiedBytes) }
 
 // finish records the checksum of the data phase: the tap's, or a separate
 // pass over the data where it now lies.
@@ -89,9 +107,10 @@ func (p *path) finish(data []byte) {
 // it holds. With src set, the first ReadAt fills the whole buffer from src
 // (the backend) before copying out of it.
 type staged struct {
-	b    []byte
-	base int64
-	src  io.ReaderAt
+	b      []byte
+	base   int64
+	src    io.ReaderAt
+	copies *zerocopy.Accounting
 }
 
 func (s *staged) ReadAt(p []byte, off int64) (int, error) {
@@ -102,9 +121,13 @@ func (s *staged) ReadAt(p []byte, off int64) (int, error) {
 			return 0, err
 		}
 	}
-	return copy(p, s.b[off-s.base:]), nil
+	n := copy(p, s.b[off-s.base:])
+	s.copies.AddCopy(int64(n))
+	return n, nil
 }
 
 func (s *staged) WriteAt(p []byte, off int64) (int, error) {
-	return copy(s.b[off-s.base:], p), nil
+	n := copy(s.b[off-s.base:], p)
+	s.copies.AddCopy(int64(n))
+	return n, nil
 }
