@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nhdkit/nhd/internal/size"
 	"github.com/nhdkit/nhd/model"
 )
 
@@ -17,7 +18,7 @@ import (
 // one Table 4 measures.
 func (t *Measurement) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d commands each\n", sizeText(int64(t.BlockSize)), t.Commands)
+	fmt.Fprintf(&b, "Table 4 on this machine: %s sequential READ/WRITE DMA EXT, MB/s = 2^20 B/s, medians of %d commands each\n", size.Text(int64(t.BlockSize)), t.Commands)
 	fmt.Fprintln(&b, "(front end: host + ATA + DMA over an in-cache memory disk, the disk's calls taken out; back end: the bare NBD client making the bridge's NBD requests;")
 	fmt.Fprintf(&b, " model: series 1/V = 1/V_front + 1/V_back, fill = one command streamed through both in chunks;\n  across commands the back end is the bare client with %d requests in flight, as the bridge keeps them, in series with the front end: see the README)\n", t.Ahead)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -102,7 +103,7 @@ func (t *Measurement) writeRequest(w io.Writer, dir string) {
 	}
 	hide := front.Seconds(int64(t.BlockSize)) * float64(n-1) / float64(n)
 	fmt.Fprintf(w, "%s: pipelining in %s chunks makes %d NBD requests of one, in flight together: each more costs %.1f us (fitted), to hide at most %.1f us of front end\n",
-		dir, sizeText(int64(t.Chunk)), n, float64(c.Fixed)/1e3, hide*1e6)
+		dir, size.Text(int64(t.Chunk)), n, float64(c.Fixed)/1e3, hide*1e6)
 }
 
 // mib formats a rate in the paper's MB/s (2^20 bytes per second).
@@ -111,17 +112,4 @@ func mib(r model.Rate) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", r.MiBps())
-}
-
-// sizeText formats a size in the largest binary unit that divides it.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nhdkit/nhd/bridge"
+	"github.com/nhdkit/nhd/internal/size"
 	"github.com/nhdkit/nhd/model"
 )
 
@@ -26,28 +27,16 @@ func us(d time.Duration) string {
 	return fmt.Sprintf("%.0f", float64(d)/float64(time.Microsecond))
 }
 
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 func (r *report) writeText(w io.Writer) {
 	c := r.Config
 	fmt.Fprintf(w, "nhd: a software NHD: host driver -> ATA device -> DMA engine (%s) -> NBD client\n", bridgeText(r.Bridge))
-	fmt.Fprintf(w, "server: %s, %s disk, workload span %s; %s\n", r.Server, sizeText(r.DiskSize), sizeText(r.Span), r.Machine)
+	fmt.Fprintf(w, "server: %s, %s disk, workload span %s; %s\n", r.Server, size.Text(r.DiskSize), size.Text(r.Span), r.Machine)
 	fmt.Fprintf(w, "workload %s at depth %d: every byte read verified, the bridge's checksum checked on every command\n\n", c.Workload, c.Depth)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tblock\tcommands\tMB/s\tIOPS\tread p50 us\tp99\twrite p50 us\tp99\tverified\t")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%d\t\n", p.Name, sizeText(int64(p.BlockSize)), p.Ops,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t%d\t\n", p.Name, size.Text(int64(p.BlockSize)), p.Ops,
 			mib(model.Rate(p.Rate)), p.IOPS, us(p.Read.P50), us(p.Read.P99), us(p.Write.P50), us(p.Write.P99), p.Verified)
 	}
 	tw.Flush()

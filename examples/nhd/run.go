@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nhdkit/nhd/bridge"
+	"github.com/nhdkit/nhd/internal/size"
 	"github.com/nhdkit/nhd/nbd"
 )
 
@@ -138,7 +139,7 @@ func runWorkload(ctx context.Context, c *config, rep *report, client *nbd.Client
 		defer b.Close()
 		lanes[i] = newLane(b, remote, i, c.Depth, c.Seed+uint64(i)*1000003)
 	}
-	prog.set("writing the %s span", sizeText(rep.Span))
+	prog.set("writing the %s span", size.Text(rep.Span))
 	phases := append([]Workload{{Name: "fill", BlockSize: bs}}, c.phases...)
 	for i, w := range phases {
 		if i > 0 {

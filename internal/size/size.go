@@ -32,3 +32,18 @@ func Parse(s string) (int64, error) {
 	}
 	return v << shift, nil
 }
+
+// Text formats n in the largest binary unit that divides it: "64 KiB",
+// "1 GiB", "1536 B". It is the inverse of Parse for the sizes programs
+// print.
+func Text(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatInt(n>>30, 10) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}

@@ -20,3 +20,14 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestText(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 512: "512 B", 1536: "1536 B", 1 << 10: "1 KiB", 64 << 10: "64 KiB",
+		3 << 20: "3 MiB", 1<<20 + 1<<10: "1025 KiB", 4 << 30: "4 GiB",
+	} {
+		if got := Text(n); got != want {
+			t.Errorf("Text(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
