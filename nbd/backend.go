@@ -116,3 +116,16 @@ type Lender interface {
 type PageTaker interface {
 	TakePage(p *[PageSize]byte, off int64) (old *[PageSize]byte, ok bool)
 }
+
+// BlockSizer is a Backend that states its block size constraints, as the
+// INFO_BLOCK_SIZE reply of proto.md does: minimum is the granularity of
+// every offset and length (a power of two, 1 when any byte is
+// addressable), preferred the size below which writes cost a
+// read-modify-write, and maxPayload the largest single ReadAt or WriteAt
+// it serves well (math.MaxUint32 for no limit). A copy loop (Copy) sizes
+// its requests from them. *Client reports the constraints it obeys,
+// MemDisk and FileDisk their own. BlockSize must be safe for concurrent
+// use and return the same values on every call.
+type BlockSizer interface {
+	BlockSize() (minimum, preferred, maxPayload uint32)
+}

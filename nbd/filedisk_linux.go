@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"syscall"
 
@@ -26,10 +27,11 @@ import (
 // Its zero-copy path would be sendfile(2) or splice(2) from the file to the
 // socket, which the server does not take.
 type FileDisk struct {
-	f    *os.File
-	fd   int
-	size int64
-	own  bool
+	f       *os.File
+	fd      int
+	size    int64
+	blksize uint32 // st_blksize: the preferred block
+	own     bool
 	// seek is lseek(2), a seam for tests that count what BlockStatus
 	// costs; nil means unix.Seek.
 	seek func(fd int, offset int64, whence int) (int64, error)
@@ -48,7 +50,18 @@ func NewFileDisk(f *os.File) (*FileDisk, error) {
 			return nil, fmt.Errorf("nbd: size of %s: %w", f.Name(), err)
 		}
 	}
-	return &FileDisk{f: f, fd: int(f.Fd()), size: size}, nil
+	blksize := uint32(4096)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blksize > 0 && st.Blksize&(st.Blksize-1) == 0 && st.Blksize <= 1<<20 {
+		blksize = uint32(st.Blksize)
+	}
+	return &FileDisk{f: f, fd: int(f.Fd()), size: size, blksize: blksize}, nil
+}
+
+// BlockSize reports no alignment (1: pread and pwrite go through the page
+// cache), the file system's preferred I/O size (st_blksize) and no limit
+// on one call (math.MaxUint32).
+func (d *FileDisk) BlockSize() (minimum, preferred, maxPayload uint32) {
+	return 1, d.blksize, math.MaxUint32
 }
 
 // OpenFileDisk opens path read-write (read-only if readOnly) and serves
