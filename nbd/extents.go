@@ -34,9 +34,11 @@ const walkBatch = clientMaxCommandLength
 // WalkExtents calls fn, in order, for the allocation extents of b over
 // [off, off+length), each with its offset, calling b.BlockStatus as often
 // as it takes (each call may describe fewer bytes than asked, as
-// BlockStatuser allows). Neighbouring extents with the same flags are
-// merged into one, and the last one is cut at off+length, so the extents
-// fn sees tile the range exactly. It works on any BlockStatuser: a
+// BlockStatuser allows). Neighbouring extents of one BlockStatus answer
+// with the same flags are merged into one (extents of different answers
+// are not, so fn sees each answer before the next is asked for), and the
+// last one is cut at off+length, so the extents fn sees tile the range
+// exactly. It works on any BlockStatuser: a
 // *Client (base:allocation must have been negotiated), a *FileDisk, a
 // *MemDisk. An error from b is returned naming the offset it was asked
 // about; an error from fn stops the walk and is returned as it is.
@@ -50,7 +52,6 @@ func WalkExtents(ctx context.Context, b BlockStatuser, off, length int64, fn fun
 	}
 	var buf []Extent
 	end := off + length
-	pending := ExtentAt{Offset: off}
 	for pos := off; pos < end; {
 		var err error
 		buf, err = b.BlockStatus(ctx, pos, min(end-pos, walkBatch), buf[:0])
@@ -58,6 +59,7 @@ func WalkExtents(ctx context.Context, b BlockStatuser, off, length int64, fn fun
 			return fmt.Errorf("nbd: block status at %d: %w", pos, err)
 		}
 		start := pos
+		pending := ExtentAt{Offset: pos}
 		for _, e := range buf {
 			if e.Length == 0 || pos >= end {
 				break
@@ -78,9 +80,9 @@ func WalkExtents(ctx context.Context, b BlockStatuser, off, length int64, fn fun
 		if pos == start {
 			return fmt.Errorf("%w: at %d", ErrNoProgress, pos)
 		}
-	}
-	if pending.Length > 0 {
-		return fn(pending)
+		if err := fn(pending); err != nil {
+			return err
+		}
 	}
 	return nil
 }

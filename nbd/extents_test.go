@@ -114,7 +114,7 @@ func TestWalkExtentsBatches(t *testing.T) {
 		{{Length: 100, Flags: h}}, // runs past the end: cut
 	}}
 	got := extentsTestWalk(t, s, 1000, 50)
-	want := []nbd.ExtentAt{{Offset: 1000, Length: 35}, {Offset: 1035, Length: 15, Flags: h}}
+	want := []nbd.ExtentAt{{Offset: 1000, Length: 15}, {Offset: 1015, Length: 20}, {Offset: 1035, Length: 7, Flags: h}, {Offset: 1042, Length: 8, Flags: h}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("extents (-want +got):\n%s", d)
 	}
