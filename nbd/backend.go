@@ -129,3 +129,19 @@ type PageTaker interface {
 type BlockSizer interface {
 	BlockSize() (minimum, preferred, maxPayload uint32)
 }
+
+// MaxRequestLength is the longest range one NBD request covers: the length
+// field of a request is 32 bits (proto.md, "Request message").
+//
+// Ranges longer than that, for Trim, WriteZeroes and Cache: a Server never
+// passes its Trimmer, Zeroer or Cacher more than MaxRequestLength bytes
+// in one call, since no request carries more. A *Client given a longer
+// range (or any range over 1 GiB) splits it: Trim, TrimFlags and
+// WriteZeroes into requests of at most 1 GiB, Cache into requests of at
+// most its maximum payload (BlockSize), each aligned to the minimum block,
+// sent one after another in order; the first that fails ends the call
+// with its error, and the parts after it are not sent (the parts before it
+// are done). BlockStatus describes at most 1 GiB per call, as
+// BlockStatuser allows; WalkExtents asks again for the rest.
+// TestClientRangesOver4GiB shows each.
+const MaxRequestLength = 1<<32 - 1
