@@ -1,12 +1,17 @@
 package nbd
 
-import "context"
+import (
+	"context"
+	"errors"
+	"syscall"
+)
 
 // produce walks the source in order and sends the copy's pieces to work:
 // data in pieces of at most reqSize, zero extents (rounded inwards to the
 // alignment; their unaligned edges are copied as data) in pieces of at
 // most copyZeroPiece, or counted as skipped at once under
-// DestinationIsZero.
+// DestinationIsZero. A source whose first BlockStatus answers ENOTSUP is
+// copied as data.
 func (c *copier) produce(ctx context.Context, work chan<- copyPiece) error {
 	pl := copyPlanner{c: c, ctx: ctx, work: work}
 	size := c.stats.Size
@@ -31,6 +36,13 @@ func (c *copier) produce(ctx context.Context, work chan<- copyPiece) error {
 		}
 		return pl.add(hi, e.End(), false)
 	})
+	if err != nil && pl.end == 0 && errors.Is(err, syscall.ENOTSUP) {
+		// The source cannot tell its allocation after all: all data.
+		if err := pl.add(0, size, false); err != nil {
+			return err
+		}
+		return pl.emit(true)
+	}
 	if err != nil {
 		return err
 	}

@@ -361,3 +361,25 @@ func ExampleCopy() {
 	// 8388608 bytes: 1048576 copied, 7340032 skipped
 	// allocated: 1048576
 }
+
+// copyNoStatus is a source whose BlockStatus is not supported after all
+// (a wrapper around a backend without it).
+type copyNoStatus struct{ *nbd.MemDisk }
+
+func (copyNoStatus) BlockStatus(ctx context.Context, off, n int64, dst []nbd.Extent) ([]nbd.Extent, error) {
+	return dst, fmt.Errorf("wrapped: %w", syscall.ENOTSUP)
+}
+
+func TestCopyBlockStatusUnsupported(t *testing.T) {
+	src := copyNoStatus{nbd.NewMemDisk(copyTestSize)}
+	copyTestFill(t, src, 6)
+	dst := nbd.NewMemDisk(copyTestSize)
+	st, err := nbd.Copy(context.Background(), dst, src, nbd.CopyOptions{DestinationIsZero: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyTestSame(t, dst, src)
+	if st.Data != copyTestSize {
+		t.Errorf("stats %+v: want everything copied as data", st)
+	}
+}
