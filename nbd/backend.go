@@ -116,3 +116,32 @@ type Lender interface {
 type PageTaker interface {
 	TakePage(p *[PageSize]byte, off int64) (old *[PageSize]byte, ok bool)
 }
+
+// BlockSizer is a Backend that states its block size constraints, as the
+// INFO_BLOCK_SIZE reply of proto.md does: minimum is the granularity of
+// every offset and length (a power of two, 1 when any byte is
+// addressable), preferred the size below which writes cost a
+// read-modify-write, and maxPayload the largest single ReadAt or WriteAt
+// it serves well (math.MaxUint32 for no limit). A copy loop (Copy) sizes
+// its requests from them. *Client reports the constraints it obeys,
+// MemDisk and FileDisk their own. BlockSize must be safe for concurrent
+// use and return the same values on every call.
+type BlockSizer interface {
+	BlockSize() (minimum, preferred, maxPayload uint32)
+}
+
+// MaxRequestLength is the longest range one NBD request covers: the length
+// field of a request is 32 bits (proto.md, "Request message").
+//
+// Ranges longer than that, for Trim, WriteZeroes and Cache: a Server never
+// passes its Trimmer, Zeroer or Cacher more than MaxRequestLength bytes
+// in one call, since no request carries more. A *Client given a longer
+// range (or any range over 1 GiB) splits it: Trim, TrimFlags and
+// WriteZeroes into requests of at most 1 GiB, Cache into requests of at
+// most its maximum payload (BlockSize), each aligned to the minimum block,
+// sent one after another in order; the first that fails ends the call
+// with its error, and the parts after it are not sent (the parts before it
+// are done). BlockStatus describes at most 1 GiB per call, as
+// BlockStatuser allows; WalkExtents asks again for the rest.
+// TestClientRangesOver4GiB shows each.
+const MaxRequestLength = 1<<32 - 1

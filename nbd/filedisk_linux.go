@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -18,7 +20,8 @@ import (
 // and SEEK_HOLE. Where the file system lacks fallocate modes, Trim does
 // nothing and WriteZeroes writes zeroes (or fails with ENOTSUP under
 // FlagFastZero). It is safe for concurrent use; its size is fixed when it
-// is made. It does not own the file unless made by OpenFileDisk.
+// is made. It owns its file (Close closes it) when made by
+// OpenFileDiskWith or CreateFileDisk, not when made by NewFileDisk.
 //
 // FileDisk is not a Lender: its bytes live in the kernel's page cache,
 // which a process reaches only by copying (pread) or through a shared
@@ -26,10 +29,14 @@ import (
 // Its zero-copy path would be sendfile(2) or splice(2) from the file to the
 // socket, which the server does not take.
 type FileDisk struct {
-	f    *os.File
-	fd   int
-	size int64
-	own  bool
+	f       *os.File
+	fd      int
+	size    int64
+	blksize uint32 // st_blksize: the preferred block
+	own     bool   // Close closes f
+	closed  atomic.Bool
+	// readOnly refuses changes (FileDiskOptions.ReadOnly).
+	readOnly bool
 	// seek is lseek(2), a seam for tests that count what BlockStatus
 	// costs; nil means unix.Seek.
 	seek func(fd int, offset int64, whence int) (int64, error)
@@ -48,36 +55,114 @@ func NewFileDisk(f *os.File) (*FileDisk, error) {
 			return nil, fmt.Errorf("nbd: size of %s: %w", f.Name(), err)
 		}
 	}
-	return &FileDisk{f: f, fd: int(f.Fd()), size: size}, nil
+	blksize := uint32(4096)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blksize > 0 && st.Blksize&(st.Blksize-1) == 0 && st.Blksize <= 1<<20 {
+		blksize = uint32(st.Blksize)
+	}
+	return &FileDisk{f: f, fd: int(f.Fd()), size: size, blksize: blksize}, nil
+}
+
+// BlockSize reports no alignment (1: pread and pwrite go through the page
+// cache), the file system's preferred I/O size (st_blksize) and no limit
+// on one call (math.MaxUint32).
+func (d *FileDisk) BlockSize() (minimum, preferred, maxPayload uint32) {
+	return 1, d.blksize, math.MaxUint32
+}
+
+// FileDiskOptions tune OpenFileDiskWith and CreateFileDisk.
+type FileDiskOptions struct {
+	// ReadOnly opens the file read-only: WriteAt, WriteAtFUA, Trim and
+	// WriteZeroes then fail with an error matching syscall.EPERM (what
+	// the server answers for a read-only export) without touching it.
+	ReadOnly bool
+	// Perm is the permission of a file CreateFileDisk creates, before the
+	// umask (0 means 0o644).
+	Perm os.FileMode
+	// Exclusive makes CreateFileDisk fail if path exists (O_EXCL).
+	Exclusive bool
 }
 
 // OpenFileDisk opens path read-write (read-only if readOnly) and serves
 // it; Close closes the file.
+//
+// Deprecated: use OpenFileDiskWith(path, FileDiskOptions{ReadOnly:
+// readOnly}), which also refuses writes to a read-only disk by itself.
 func OpenFileDisk(path string, readOnly bool) (*FileDisk, error) {
+	return OpenFileDiskWith(path, FileDiskOptions{ReadOnly: readOnly})
+}
+
+// OpenFileDiskWith opens an existing file or block device at path and
+// serves it. The FileDisk owns the file: Close closes it.
+func OpenFileDiskWith(path string, opts FileDiskOptions) (*FileDisk, error) {
 	flag := os.O_RDWR
-	if readOnly {
+	if opts.ReadOnly {
 		flag = os.O_RDONLY
 	}
-	f, err := os.OpenFile(path, flag, 0)
+	return fileDiskOpen(path, flag, 0, opts, -1)
+}
+
+// CreateFileDisk creates a regular file at path (or truncates the one
+// there, unless opts.Exclusive) as a sparse file of size bytes that reads
+// as zeroes, and serves it. The FileDisk owns the file: Close closes it.
+// A read-only FileDiskOptions is refused.
+func CreateFileDisk(path string, size int64, opts FileDiskOptions) (*FileDisk, error) {
+	if opts.ReadOnly {
+		return nil, fmt.Errorf("nbd: CreateFileDisk %s read-only: %w", path, syscall.EINVAL)
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("nbd: CreateFileDisk %s of %d bytes: %w", path, size, syscall.EINVAL)
+	}
+	flag := os.O_RDWR | os.O_CREATE | os.O_TRUNC
+	if opts.Exclusive {
+		flag |= os.O_EXCL
+	}
+	perm := opts.Perm
+	if perm == 0 {
+		perm = 0o644
+	}
+	return fileDiskOpen(path, flag, perm, opts, size)
+}
+
+// fileDiskOpen opens path and makes the FileDisk that owns it, after
+// setting its size unless size is negative.
+func fileDiskOpen(path string, flag int, perm os.FileMode, opts FileDiskOptions, size int64) (*FileDisk, error) {
+	f, err := os.OpenFile(path, flag, perm)
 	if err != nil {
 		return nil, err
+	}
+	if size >= 0 {
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	d, err := NewFileDisk(f)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	d.own = true
+	d.own, d.readOnly = true, opts.ReadOnly
 	return d, nil
 }
 
-// Close closes the file if OpenFileDisk opened it.
+// Close closes the file if the FileDisk owns it (OpenFileDiskWith,
+// CreateFileDisk, OpenFileDisk); a FileDisk from NewFileDisk leaves its
+// file to the caller, who closes it after the FileDisk's last use. Close
+// does not flush: call Flush first for durability. Calls after the first
+// return nil and close nothing.
 func (d *FileDisk) Close() error {
-	if d.own {
-		return d.f.Close()
+	if !d.own || !d.closed.CompareAndSwap(false, true) {
+		return nil
 	}
-	return nil
+	return d.f.Close()
 }
+
+// ReadOnly reports whether the FileDisk refuses changes
+// (FileDiskOptions.ReadOnly), for an Export's ReadOnly.
+func (d *FileDisk) ReadOnly() bool { return d.readOnly }
+
+// errFileDiskReadOnly is the error of a change to a read-only FileDisk.
+var errFileDiskReadOnly = fmt.Errorf("nbd: FileDisk is read-only: %w", syscall.EPERM)
 
 // Size returns the size of the file when the FileDisk was made.
 func (d *FileDisk) Size() int64 { return d.size }
@@ -94,6 +179,9 @@ func (d *FileDisk) ReadAt(p []byte, off int64) (int, error) { return d.f.ReadAt(
 // WriteAt writes with pwrite. A write past Size fails with an error
 // matching syscall.ENOSPC.
 func (d *FileDisk) WriteAt(p []byte, off int64) (int, error) {
+	if d.readOnly {
+		return 0, errFileDiskReadOnly
+	}
 	if off < 0 || int64(len(p)) > d.size-off {
 		return 0, fmt.Errorf("nbd: FileDisk write of %d bytes at %d past its %d bytes: %w", len(p), off, d.size, syscall.ENOSPC)
 	}
@@ -130,6 +218,9 @@ func (d *FileDisk) inRange(off, n int64) bool {
 // Trim punches a hole (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE); on a file
 // system without it, it does nothing, as NBD allows.
 func (d *FileDisk) Trim(ctx context.Context, off, length int64) error {
+	if d.readOnly {
+		return errFileDiskReadOnly
+	}
 	if !d.inRange(off, length) {
 		return fmt.Errorf("nbd: FileDisk trim past its end: %w", syscall.EINVAL)
 	}
@@ -151,6 +242,9 @@ func (d *FileDisk) fallocate(mode uint32, off, length int64) error {
 // (FALLOC_FL_ZERO_RANGE); where the file system has neither it writes
 // zeroes, unless FlagFastZero asks it to fail with ENOTSUP instead.
 func (d *FileDisk) WriteZeroes(ctx context.Context, off, length int64, flags CmdFlags) error {
+	if d.readOnly {
+		return errFileDiskReadOnly
+	}
 	if !d.inRange(off, length) {
 		return fmt.Errorf("nbd: FileDisk write zeroes past its end: %w", syscall.ENOSPC)
 	}
