@@ -86,7 +86,7 @@ func ExampleFileDisk() {
 	f.Truncate(1 << 20)
 	f.Close()
 
-	d, err := nbd.OpenFileDisk(path, false)
+	d, err := nbd.OpenFileDiskWith(path, nbd.FileDiskOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -152,7 +152,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 // backend opens the file or makes the memory disk.
 func (c *config) backend() (nbd.Backend, func(), error) {
 	if c.file != "" {
-		d, err := nbd.OpenFileDisk(c.file, c.readOnly)
+		d, err := nbd.OpenFileDiskWith(c.file, nbd.FileDiskOptions{ReadOnly: c.readOnly})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -95,7 +95,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 func (o *options) backend(ctx context.Context) (b nbd.Backend, close func() error, err error) {
 	switch {
 	case o.file != "":
-		d, err := nbd.OpenFileDisk(o.file, o.readOnly)
+		d, err := nbd.OpenFileDiskWith(o.file, nbd.FileDiskOptions{ReadOnly: o.readOnly})
 		if err != nil {
 			return nil, nil, err
 		}
