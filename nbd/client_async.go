@@ -26,6 +26,7 @@ import (
 type Call struct {
 	cc   *clientConn
 	s    *clientSlot
+	gen  uint32 // the slot's generation while this request holds it
 	read []byte // a READ's destination, zeroed if the request fails
 }
 
@@ -83,7 +84,9 @@ func (c *Client) startCall(ctx context.Context, cmd Command, flags CmdFlags, p [
 	if err != nil {
 		return Call{}, err
 	}
-	call := Call{cc: cc, s: s}
+	// The slot is ours and not in flight, so no one else changes its
+	// generation now; start moves it on by one for this request.
+	call := Call{cc: cc, s: s, gen: s.gen + 1}
 	var wbuf []byte
 	if cmd == CmdWrite {
 		wbuf = p
@@ -104,14 +107,24 @@ func (c *Client) startCall(ctx context.Context, cmd Command, flags CmdFlags, p [
 // replies, those of requests started before this one included, and hands
 // each to its call. If ctx ends first, the request is abandoned: its reply
 // is read and dropped later, nothing more is written into its buffer, and
-// Wait returns ctx's error. A READ that fails has its buffer zeroed. Wait
-// must be called once per call; a call waited for twice, or copied and
-// waited for from two copies, is a bug that may return another request's
-// result.
+// Wait returns ctx's error. A READ that fails has its buffer zeroed.
+//
+// Wait is meant to be called once per call. A second Wait of the same call
+// (or of a copy of it, from any goroutine) gets ErrHandle at once, never
+// another request's result: the call carries the generation of its slot,
+// and the first Wait moves the slot's generation on.
 func (call Call) Wait(ctx context.Context) error {
 	if call.cc == nil {
 		return nil
 	}
+	if _, ok := call.cc.claim(call.s, call.gen); !ok {
+		return fmt.Errorf("%w: the Call was already waited for", ErrHandle)
+	}
+	return call.wait(ctx)
+}
+
+// wait is Wait of a call already claimed.
+func (call Call) wait(ctx context.Context) error {
 	err, abandoned := call.cc.wait(ctx, call.s)
 	if !abandoned {
 		call.cc.release(call.s)

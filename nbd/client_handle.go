@@ -7,7 +7,8 @@ import (
 )
 
 // ErrHandle reports a Wait for a handle that names no request in flight:
-// one the client never returned, or one already waited for.
+// one the client never returned, or one already waited for; and a second
+// Call.Wait of the same Call.
 var ErrHandle = errors.New("nbd: handle names no request in flight")
 
 // StartReadAt starts a READ of len(p) bytes at off into p, as StartRead
@@ -57,7 +58,7 @@ func (c *Client) Wait(ctx context.Context, h uint64) error {
 	if !ok {
 		return fmt.Errorf("%w: %#x", ErrHandle, h)
 	}
-	return call.Wait(ctx)
+	return call.wait(ctx)
 }
 
 // A handle names a request by where it is, not by a table of its own: the
@@ -65,8 +66,8 @@ func (c *Client) Wait(ctx context.Context, h uint64) error {
 // the request's cookie), the low 32 bits one more than the slot's index
 // counted over every connection's slots in turn (so no request has handle
 // 0). A slot's generation goes up by one
-// when a request starts on it (clientConn.start) and, for a request started
-// with a handle, by one more when Wait claims it, under the slot's lock, so
+// when a request starts on it (clientConn.start) and by one more when a
+// Wait (of a handle or of a Call) claims it, under the slot's lock, so
 // the same handle is never claimed twice: a second Wait, or one of a handle
 // whose slot has moved on to another request, finds another generation
 // (until the slot's 32-bit generation wraps around, some billions of
@@ -117,7 +118,7 @@ func (cc *clientConn) claim(s *clientSlot, gen uint32) (Call, bool) {
 		return Call{}, false
 	}
 	s.gen++ // spent: the next Wait of h finds another generation
-	call := Call{cc: cc, s: s}
+	call := Call{cc: cc, s: s, gen: gen}
 	if s.cmd == CmdRead {
 		call.read = s.buf
 	}
