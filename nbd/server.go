@@ -30,6 +30,12 @@ const (
 	// DefaultPreferredBlockSize is the preferred block size advertised
 	// when an Export sets none.
 	DefaultPreferredBlockSize = 4096
+	// DefaultServerMaxPayload is the largest READ or WRITE payload the
+	// server accepts, and advertises, when Server.MaxPayload is zero: 64
+	// MiB, as nbdkit, above the 32 MiB every client may assume
+	// (DefaultMaxPayload), so clients that send larger requests than the
+	// spec's floor (nbd-tester-client, up to 47.5 MiB) are served.
+	DefaultServerMaxPayload = 64 << 20
 )
 
 // Limits the server applies to option haggling, fixed by the protocol's
@@ -57,7 +63,8 @@ const (
 	serverMetaContextID = 1
 )
 
-// ErrServerClosed is returned by Serve after Shutdown or Close.
+// ErrServerClosed is returned by Serve after Shutdown or Close, as soon as
+// either starts: Shutdown may still be finishing requests and flushing.
 var ErrServerClosed = errors.New("nbd: server closed")
 
 // MultiConnBackend is a Backend that can be served over several
@@ -149,7 +156,7 @@ type Server struct {
 	RequireTLS bool
 
 	// MaxPayload is the largest READ or WRITE payload, advertised as the
-	// maximum block size; 0 means DefaultMaxPayload (32 MiB). A larger
+	// maximum block size; 0 means DefaultServerMaxPayload (64 MiB). A larger
 	// READ gets EINVAL (EOVERFLOW under FlagDF); a larger WRITE is read
 	// and discarded and gets EINVAL, or the connection is dropped if its
 	// length is beyond what the server is willing to read for nothing.
@@ -252,7 +259,7 @@ func (s *Server) resolveExports() error {
 	}
 	maxPayload := s.MaxPayload
 	if maxPayload == 0 {
-		maxPayload = DefaultMaxPayload
+		maxPayload = DefaultServerMaxPayload
 	}
 	if maxPayload > 1<<31 {
 		// A READ reply chunk carries 8 bytes of offset in a u32 length.
@@ -411,6 +418,18 @@ func (s *Server) ListenAndServe(network, address string) error {
 // until l fails or the server is shut down; it closes l before it
 // returns. After Shutdown or Close it returns ErrServerClosed; an invalid
 // export configuration is reported before anything is accepted.
+//
+// Serve returns ErrServerClosed as soon as Shutdown starts, while the
+// connections are still finishing their requests and before the final
+// flush: it says no more than that this listener is done. A caller that
+// closes the backends (or exits) after Serve returns must first wait for
+// Shutdown itself to return, as with net/http:
+//
+//	done := make(chan error, 1)
+//	go func() { done <- srv.Shutdown(ctx) }() // on a signal, say
+//	...
+//	err := <-done // every request answered and every backend flushed
+//	disk.Close()
 func (s *Server) Serve(l net.Listener) error {
 	if err := s.init(); err != nil {
 		l.Close()

@@ -215,7 +215,7 @@ func TestServerHandshakeOptions(t *testing.T) {
 		}
 	}
 	want := ExportInfo{Size: 4096, Flags: ExportHasFlags | ExportReadOnly | ExportRotational | ExportSendCache | ExportCanMultiConn |
-		ExportSendFlush | ExportSendFUA | ExportSendDF, Name: "ro", MinBlock: 512, PreferredBlock: 8192, MaxPayload: DefaultMaxPayload}
+		ExportSendFlush | ExportSendFUA | ExportSendDF, Name: "ro", MinBlock: 512, PreferredBlock: 8192, MaxPayload: DefaultServerMaxPayload}
 	if diff := cmp.Diff(want, info); diff != "" {
 		t.Fatalf("INFO ro (-want +got):\n%s", diff)
 	}

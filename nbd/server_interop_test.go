@@ -50,7 +50,7 @@ func TestServerNbdinfo(t *testing.T) {
 			"export-size": 4.0 * MemDiskChunkSize, "description": "the default",
 			"is_read_only": false, "can_flush": true, "can_fua": true, "can_trim": true, "can_zero": true,
 			"can_fast_zero": true, "can_df": true, "can_multi_conn": true, "can_cache": true, "is_rotational": false,
-			"block_size_minimum": 1.0, "block_size_preferred": 4096.0, "block_size_maximum": float64(DefaultMaxPayload),
+			"block_size_minimum": 1.0, "block_size_preferred": 4096.0, "block_size_maximum": float64(DefaultServerMaxPayload),
 		}
 		got := map[string]any{}
 		for k := range want {

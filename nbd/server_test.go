@@ -30,7 +30,7 @@ func TestServerGoInfo(t *testing.T) {
 		Size: 1 << 20,
 		Flags: ExportHasFlags | ExportSendFlush | ExportSendFUA | ExportSendTrim | ExportSendWriteZeroes |
 			ExportSendDF | ExportCanMultiConn | ExportSendCache | ExportSendFastZero,
-		MinBlock: 1, PreferredBlock: 4096, MaxPayload: DefaultMaxPayload,
+		MinBlock: 1, PreferredBlock: 4096, MaxPayload: DefaultServerMaxPayload,
 	}
 	if diff := cmp.Diff(want, info); diff != "" {
 		t.Fatalf("GO info (-want +got):\n%s", diff)
@@ -153,7 +153,7 @@ func TestServerRequestErrors(t *testing.T) {
 		{"REQ_ONE on read", false, true, CmdRead, FlagReqOne, 0, 512, EINVAL},
 		{"NO_HOLE on write", false, false, CmdWrite, FlagNoHole, 0, 512, EINVAL},
 		{"flush with length", false, false, CmdFlush, 0, 0, 512, EINVAL},
-		{"read too long", false, false, CmdRead, 0, 0, DefaultMaxPayload + 1, EINVAL},
+		{"read too long", false, false, CmdRead, 0, 0, DefaultServerMaxPayload + 1, EINVAL},
 		{"block status without context", false, false, CmdBlockStatus, 0, 0, 512, EINVAL},
 		{"write read-only", true, false, CmdWrite, 0, 0, 512, EPERM},
 		{"trim read-only", true, true, CmdTrim, 0, 0, 512, EPERM},

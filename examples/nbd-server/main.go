@@ -93,7 +93,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxHandshakes, "max-handshakes", 0, "connections in their handshake at once; a new one pushes out the oldest (0: default 128)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 0, "how long a connection may take to finish its handshake (0: default 30s)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 0, "close a session idle for this long (0: never)")
-	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 32M)")
+	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 64M)")
 	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
 	fs.BoolVar(&c.verbose, "v", false, "log connections (debug level)")
 	fs.DurationVar(&c.grace, "shutdown-timeout", 30*time.Second, "how long a stop waits for requests in flight")
