@@ -99,6 +99,14 @@ type Export struct {
 	// PreferredBlockSize is advertised in NBD_INFO_BLOCK_SIZE (a power of
 	// two of at least 512); 0 means DefaultPreferredBlockSize.
 	PreferredBlockSize uint32
+	// NoReadHoles sends every READ reply's bytes as data: with structured
+	// replies the server otherwise asks the Backend's BlockStatus for the
+	// range of each READ and sends the ranges that read as zeroes as
+	// OFFSET_HOLE chunks. Set it when BlockStatus costs more than the
+	// holes save: on a *Client backend it is a BLOCK_STATUS round trip to
+	// the upstream server per READ (ExportOf sets it). NBD_CMD_BLOCK_STATUS
+	// itself is still served. A Lender's holes cost nothing and are kept.
+	NoReadHoles bool
 }
 
 // Server serves exports over the NBD protocol (proto.md, fixed newstyle

@@ -187,12 +187,13 @@ func (c *serverConn) lentViews(s *serverSlot) ([][]byte, []Extent) {
 }
 
 // readRuns splits a read into data and hole runs from the backend's
-// block status; without one the whole read is one data run.
+// block status; without one (or under Export.NoReadHoles) the whole read
+// is one data run.
 func (c *serverConn) readRuns(s *serverSlot) []serverRun {
 	r := &s.req
 	runs := s.runs[:0]
 	x := c.export
-	if x.status == nil {
+	if x.status == nil || x.NoReadHoles {
 		return append(runs, serverRun{off: r.Offset, n: r.Length})
 	}
 	ext, err := x.status.BlockStatus(c.ctx, int64(r.Offset), int64(r.Length), s.ext[:0])
