@@ -1,13 +1,27 @@
-// Command nbd-server serves a memory disk or a file over NBD with package
-// nbd's embeddable server: a stand-in storage server for an NHD, and a
-// small NBD server in its own right.
+// Command nbd-server serves a memory disk, a file or another NBD server's
+// export over NBD with package nbd's embeddable server: a stand-in storage
+// server for an NHD, and a small NBD server (or proxy) in its own right.
 //
 // Usage:
 //
 //	nbd-server -size 64M -unix /tmp/nbd.sock
 //	nbd-server -file disk.img -tcp 127.0.0.1:10809 -name disk -readonly
+//	nbd-server -uri 'nbd+unix:///?socket=/tmp/up.sock' -tcp :10809
 //	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-require
 //	nbd-server -size 1G -tcp :10809 -tls-cert cert.pem -tls-key key.pem -tls-ca ca.pem
+//	nbd-server -file disk.img -inetd            (from inetd or systemd Accept=yes)
+//	systemd-socket-activate -l 10809 nbd-server -file disk.img
+//
+// -uri serves the export an NBD URI names (nbd.Dial, up to -connections
+// connections when the upstream allows several), as the upstream describes
+// it (nbd.ExportOf: size, read-only, block sizes, CAN_MULTI_CONN); -name,
+// -description and -readonly still apply.
+//
+// Connections come from exactly one place: -unix or -tcp (a socket it
+// listens on), socket activation (the listening sockets a service manager
+// passed from descriptor 3 on, LISTEN_FDS of them, with LISTEN_PID this
+// process or unset), or -inetd (one client on standard input and output,
+// which must be a socket; the command exits when that client is done).
 //
 // Clients reach it as nbd+unix:///NAME?socket=PATH or nbd://HOST:PORT/NAME
 // (nbdinfo, nbdcopy, qemu-img, fio --ioengine=nbd, nbd-client). With
@@ -63,6 +77,9 @@ func main() {
 // in register: a new flag is a field and a line there.
 type config struct {
 	size, file, unixPath, tcpAddr string
+	uri                           string
+	connections                   int
+	inetd                         bool
 	name, description             string
 	readOnly                      bool
 	tlsCert, tlsKey               string
@@ -79,8 +96,11 @@ type config struct {
 func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.size, "size", "64M", "size of the memory disk (suffixes K, M, G, T: powers of 1024)")
 	fs.StringVar(&c.file, "file", "", "serve this file or block device instead of a memory disk")
+	fs.StringVar(&c.uri, "uri", "", "serve the export this NBD URI names (a proxy) instead of a memory disk")
+	fs.IntVar(&c.connections, "connections", 4, "with -uri: connections to the upstream, when it allows several")
 	fs.StringVar(&c.unixPath, "unix", "", "listen on this unix socket")
 	fs.StringVar(&c.tcpAddr, "tcp", "", "listen on this TCP address (HOST:PORT)")
+	fs.BoolVar(&c.inetd, "inetd", false, "serve one client on standard input and output (a socket), then exit")
 	fs.StringVar(&c.name, "name", "", "export name (\"\" is the default export)")
 	fs.StringVar(&c.description, "description", "", "export description")
 	fs.BoolVar(&c.readOnly, "readonly", false, "serve the export read-only")
@@ -111,10 +131,23 @@ func parseArgs(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() != 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if (c.unixPath == "") == (c.tcpAddr == "") {
-		return nil, errors.New("give exactly one of -unix PATH and -tcp HOST:PORT")
+	if n := countTrue(c.unixPath != "", c.tcpAddr != "", c.inetd); n > 1 {
+		return nil, errors.New("give at most one of -unix PATH, -tcp HOST:PORT and -inetd")
+	}
+	if c.uri != "" && c.file != "" {
+		return nil, errors.New("give at most one of -file and -uri")
 	}
 	return &c, nil
+}
+
+func countTrue(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // run serves until ctx ends or a signal arrives. ready, if not nil,
@@ -129,44 +162,77 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	backend, closeBackend, err := cfg.backend()
+	export, closeBackend, err := cfg.export(ctx)
 	if err != nil {
 		return err
 	}
+	// Deferred first, run last: after serve has waited for Shutdown.
 	defer closeBackend()
-	srv, err := cfg.server(backend, log)
+	srv, err := cfg.server(export, log)
 	if err != nil {
 		return err
 	}
-	l, err := cfg.listen()
+	ls, err := cfg.listen()
 	if err != nil {
 		return err
 	}
 	if cfg.unixPath != "" {
 		defer os.Remove(cfg.unixPath)
 	}
-	log.Info("serving", "addr", l.Addr().String(), "export", cfg.name, "size", backend.Size(), "readonly", cfg.readOnly, "tls", srv.TLSConfig != nil)
-	return serve(ctx, srv, l, cfg.grace, log, ready)
+	log.Info("serving", "addrs", addrs(ls), "inetd", cfg.inetd, "export", cfg.name, "size", export.Backend.Size(),
+		"readonly", export.ReadOnly, "upstream", cfg.uri, "tls", srv.TLSConfig != nil)
+	if cfg.inetd {
+		nc, err := stdioConn()
+		if err != nil {
+			return err
+		}
+		return serveConn(ctx, srv, nc, cfg.grace, log)
+	}
+	return serve(ctx, srv, ls, cfg.grace, log, ready)
 }
 
-// backend opens the file or makes the memory disk.
-func (c *config) backend() (nbd.Backend, func(), error) {
-	if c.file != "" {
+func addrs(ls []net.Listener) []string {
+	var a []string
+	for _, l := range ls {
+		a = append(a, l.Addr().String())
+	}
+	return a
+}
+
+// export opens the file, dials the upstream or makes the memory disk, and
+// returns its export with the function that closes it.
+func (c *config) export(ctx context.Context) (nbd.Export, func(), error) {
+	e := nbd.Export{Name: c.name, Description: c.description, ReadOnly: c.readOnly}
+	switch {
+	case c.uri != "":
+		cl, err := nbd.Dial(ctx, c.uri, nbd.WithConnections(max(c.connections, 1)))
+		if err != nil {
+			return e, nil, fmt.Errorf("-uri: %w", err)
+		}
+		up := nbd.ExportOf(cl, c.name)
+		up.ReadOnly = up.ReadOnly || c.readOnly
+		if c.description != "" {
+			up.Description = c.description
+		}
+		return up, func() { cl.Close() }, nil
+	case c.file != "":
 		d, err := nbd.OpenFileDiskWith(c.file, nbd.FileDiskOptions{ReadOnly: c.readOnly})
 		if err != nil {
-			return nil, nil, err
+			return e, nil, err
 		}
-		return d, func() { d.Close() }, nil
+		e.Backend = d
+		return e, func() { d.Close() }, nil
 	}
 	n, err := parseSize(c.size)
 	if err != nil {
-		return nil, nil, fmt.Errorf("-size: %w", err)
+		return e, nil, fmt.Errorf("-size: %w", err)
 	}
-	return nbd.NewMemDisk(n), func() {}, nil
+	e.Backend = nbd.NewMemDisk(n)
+	return e, func() {}, nil
 }
 
-// server configures the nbd.Server of the backend.
-func (c *config) server(backend nbd.Backend, log *slog.Logger) (*nbd.Server, error) {
+// server configures the nbd.Server of the export.
+func (c *config) server(export nbd.Export, log *slog.Logger) (*nbd.Server, error) {
 	mp, err := parseSize(c.maxPayload)
 	if err != nil || mp > 1<<31 {
 		return nil, fmt.Errorf("-max-payload %q: want a size up to 2G", c.maxPayload)
@@ -176,7 +242,7 @@ func (c *config) server(backend nbd.Backend, log *slog.Logger) (*nbd.Server, err
 		return nil, fmt.Errorf("-buffer-memory: %w", err)
 	}
 	srv := &nbd.Server{
-		Exports:          []nbd.Export{{Name: c.name, Description: c.description, Backend: backend, ReadOnly: c.readOnly}},
+		Exports:          []nbd.Export{export},
 		MaxInFlight:      c.maxInFlight,
 		MaxConns:         c.maxConns,
 		MaxHandshakes:    c.maxHandshakes,
@@ -220,36 +286,68 @@ func requireClientCerts(srv *nbd.Server, path string) error {
 	return nil
 }
 
-func (c *config) listen() (net.Listener, error) {
-	if c.unixPath != "" {
-		os.Remove(c.unixPath) // a stale socket from an earlier run
-		return net.Listen("unix", c.unixPath)
+// serve runs srv on the listeners until one fails, ctx ends or a signal
+// arrives, then shuts it down, waiting at most grace for the requests in
+// flight.
+func serve(ctx context.Context, srv *nbd.Server, ls []net.Listener, grace time.Duration, log *slog.Logger, ready chan<- string) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, len(ls))
+	for _, l := range ls {
+		go func() { served <- srv.Serve(l) }()
 	}
-	return net.Listen("tcp", c.tcpAddr)
+	if ready != nil {
+		ready <- ls[0].Addr().String()
+	}
+	var failed error
+	left := len(ls)
+	select {
+	case failed = <-served:
+		left--
+		log.Warn("a listener failed: stopping", "err", failed)
+	case <-ctx.Done():
+		log.Info("stopping: finishing requests in flight")
+	}
+	err := shutdown(srv, grace, log)
+	for range left {
+		if serr := <-served; !errors.Is(serr, nbd.ErrServerClosed) && failed == nil {
+			failed = serr
+		}
+	}
+	return errors.Join(failed, err)
 }
 
-// serve runs srv on l until it fails, ctx ends or a signal arrives, then
-// shuts it down, waiting at most grace for the requests in flight.
-func serve(ctx context.Context, srv *nbd.Server, l net.Listener, grace time.Duration, log *slog.Logger, ready chan<- string) error {
+// serveConn serves one connection (-inetd) until its client is done, ctx
+// ends or a signal arrives, then shuts srv down, flushing the backend.
+func serveConn(ctx context.Context, srv *nbd.Server, nc net.Conn, grace time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	if ready != nil {
-		ready <- l.Addr().String()
-	}
+	go func() { served <- srv.ServeConn(nc) }()
+	var failed error
+	done := false
 	select {
-	case err := <-served:
-		return err
+	case failed = <-served:
+		done = true
 	case <-ctx.Done():
+		log.Info("stopping: finishing requests in flight")
 	}
-	log.Info("stopping: finishing requests in flight")
+	err := shutdown(srv, grace, log)
+	if !done {
+		if serr := <-served; serr != nil && !errors.Is(serr, nbd.ErrServerClosed) {
+			failed = serr
+		}
+	}
+	return errors.Join(failed, err)
+}
+
+// shutdown stops srv, waiting at most grace for the requests in flight,
+// and returns once every acknowledged write is flushed: only then may the
+// backend be closed (Serve returns as soon as Shutdown starts).
+func shutdown(srv *nbd.Server, grace time.Duration, log *slog.Logger) error {
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
-	if serr := <-served; !errors.Is(serr, nbd.ErrServerClosed) && err == nil {
-		err = serr
-	}
 	switch {
 	case err == nil:
 		log.Info("stopped")

@@ -123,7 +123,7 @@ func TestFlagsReachServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := cfg.server(nbd.NewMemDisk(1<<20), nil)
+	srv, err := cfg.server(nbd.Export{Backend: nbd.NewMemDisk(1 << 20)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
