@@ -30,7 +30,9 @@
 //
 // A *Client implements io.ReaderAt, io.WriterAt and io.Closer, and the
 // server's Backend with every optional interface (Flusher, FUAWriter,
-// Trimmer, Zeroer, BlockStatuser, Cacher), so a client can be served again.
+// Trimmer, Zeroer, BlockStatuser, Cacher, MultiConnBackend), so a client
+// can be served again: ExportOf gives its export as the upstream describes
+// it.
 // Context-taking forms with command flags cover every command: Pread
 // (FlagDF), Pwrite (FlagFUA), Flush, TrimFlags, WriteZeroes (FlagFUA,
 // FlagNoHole, FlagFastZero), Cache, BlockStatus, BlockStatusFlags
@@ -86,7 +88,40 @@
 // Server serves one or more Exports, each over a Backend (an io.ReaderAt
 // and io.WriterAt with a Size, plus optional interfaces it advertises as
 // features); MemDisk is a sparse in-memory Backend. See Server, Export and
-// Backend.
+// Backend. A *Client is a Backend too: ExportOf serves it again as the
+// upstream describes it (a proxy).
+//
+// # Which Backend method serves which command
+//
+// The server finds the optional interfaces by type assertion and calls,
+// for each command and flag, the first method in this table the Backend
+// has (a READ or WRITE over 64 KiB reaches ReadAt or WriteAt as one call
+// per 1 MiB buffer, in order):
+//
+//	command, flags             Backend method
+//	-------------------------  ------------------------------------------------
+//	READ                       Lender.Lend, GiveBack (on a socket, not TLS); ReadAt
+//	READ, structured replies   also BlockStatuser.BlockStatus of the range, for
+//	                           OFFSET_HOLE chunks (not for a Lender, nor under
+//	                           Export.NoReadHoles)
+//	WRITE                      PageTaker.TakePage (a whole, aligned 64 KiB page);
+//	                           WriteAt
+//	WRITE + FUA                FUAWriter.WriteAtFUA; else as WRITE, then
+//	                           Flusher.Flush
+//	FLUSH                      Flusher.Flush (SEND_FLUSH, SEND_FUA only with one)
+//	TRIM (+ FUA)               Trimmer.Trim (SEND_TRIM only with one), then Flush
+//	WRITE_ZEROES               Zeroer.WriteZeroes with NO_HOLE and FAST_ZERO as
+//	  (+ NO_HOLE, FAST_ZERO)   given; on ENOTSUP without FAST_ZERO, or with no
+//	  (+ FUA)                  Zeroer, WriteAt of zeroes (FAST_ZERO without a
+//	                           Zeroer: ENOTSUP at once); then Flush under FUA
+//	CACHE                      Cacher.Cache; nothing (success) without one
+//	BLOCK_STATUS               BlockStatuser.BlockStatus; else the range as data
+//	(CAN_MULTI_CONN)           MultiConnBackend.CanMultiConn
+//	(export size)              Size, once, when the server starts
+//
+// So a wrapper that must see every write (a byte counter, a journal) has
+// to override WriteAtFUA as well as WriteAt, and hide TakePage and Lend
+// if the Backend it wraps has them (see Lender).
 //
 // # Wire codec
 //
