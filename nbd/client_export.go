@@ -14,6 +14,29 @@ var _ MultiConnBackend = (*Client)(nil)
 // c's connections, and the upstream's promise covers its other clients.
 func (c *Client) CanMultiConn() bool { return c.info.Flags.Has(ExportCanMultiConn) }
 
+// limitFeatures keeps a Server exporting c from advertising what the
+// upstream did not: no TRIM, no FUA writer (the server writes and
+// flushes), no Zeroer (the server writes zeroes itself), no Cacher (CACHE
+// succeeds doing nothing), and no BlockStatuser without base:allocation.
+func (c *Client) limitFeatures(x *serverExport) {
+	f := c.info.Flags
+	if !f.Has(ExportSendTrim) {
+		x.trimmer = nil
+	}
+	if !f.Has(ExportSendFUA) {
+		x.fua, x.fuaAt = nil, nil
+	}
+	if !f.Has(ExportSendWriteZeroes) {
+		x.zeroer = nil
+	}
+	if !f.Has(ExportSendCache) {
+		x.cacher = nil
+	}
+	if !c.hasBase {
+		x.status = nil
+	}
+}
+
 // ExportOf returns an Export, named name, that serves c as the upstream
 // server described it in the handshake: its description, read-only and
 // rotational flags, and the minimum and preferred block sizes when the
@@ -26,10 +49,14 @@ func (c *Client) CanMultiConn() bool { return c.info.Flags.Has(ExportCanMultiCon
 // NoReadHoles is set: asking the upstream where the holes are costs a
 // BLOCK_STATUS round trip per READ, more than the holes save on most
 // reads; clear it to keep holes in READ replies. NBD_CMD_BLOCK_STATUS is
-// forwarded either way. A command the upstream did not advertise (TRIM,
-// CACHE, FAST_ZERO, BLOCK_STATUS without base:allocation) is refused by c
-// without being sent and answered ENOTSUP (see ErrNotAdvertised); a FUA
-// write to an upstream without FUA is a write and a flush.
+// forwarded either way.
+//
+// A Server serving a *Client (through ExportOf or not) uses only the
+// commands the upstream advertised: without TRIM upstream it advertises
+// no TRIM; without WRITE_ZEROES it writes zeroes itself; without FUA it
+// writes and flushes; without CACHE, CACHE does nothing; without
+// base:allocation, block status reports data. FAST_ZERO the upstream
+// lacks is answered ENOTSUP, as the flag asks.
 func ExportOf(c *Client, name string) Export {
 	e := Export{
 		Name:        name,

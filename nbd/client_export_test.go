@@ -216,3 +216,37 @@ func TestServerNoReadHoles(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyUpstreamFeatures serves clients of upstreams that lack
+// features: the proxy does not advertise TRIM the upstream lacks, and
+// answers block status (as data) for an upstream without base:allocation.
+func TestProxyUpstreamFeatures(t *testing.T) {
+	ctx := context.Background()
+	// A backend with no Trimmer: the upstream advertises no TRIM.
+	c := proxyStart(t, Export{Backend: proxyNoMultiConn{NewMemDisk(1 << 20)}})
+	if c.Flags().Has(ExportSendTrim) {
+		t.Fatal("the upstream advertises TRIM: the test proves nothing")
+	}
+	down := proxyStart(t, ExportOf(c, ""))
+	if down.Flags().Has(ExportSendTrim) {
+		t.Fatal("the proxy advertises TRIM its upstream lacks")
+	}
+	if _, err := down.WriteAt([]byte("fua"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := down.Pwrite(ctx, []byte("fua"), 0, FlagFUA); err != nil {
+		t.Fatalf("FUA write through a proxy of an upstream without FUA: %v", err)
+	}
+
+	// No base:allocation upstream (no structured replies): block status
+	// through the proxy reports the range as data.
+	flat := proxyStart(t, Export{Backend: NewMemDisk(1 << 20)}, WithStructuredReplies(false))
+	down = proxyStart(t, ExportOf(flat, ""))
+	ext, err := down.BlockStatus(ctx, 0, 1<<20, nil)
+	if err != nil {
+		t.Fatalf("block status through a proxy of an upstream without it: %v", err)
+	}
+	if diff := cmp.Diff([]Extent{{Length: 1 << 20}}, ext); diff != "" {
+		t.Fatalf("extents (-want +got):\n%s", diff)
+	}
+}

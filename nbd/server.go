@@ -77,6 +77,14 @@ type MultiConnBackend interface {
 	CanMultiConn() bool
 }
 
+// serverFeatureLimiter is a Backend whose optional methods work only when
+// something beyond its type says so (a *Client: when its upstream
+// advertised the command); limitFeatures drops from x those that do not,
+// before the server computes what it advertises.
+type serverFeatureLimiter interface {
+	limitFeatures(x *serverExport)
+}
+
 // Export is one export of a Server: a Backend under a name. The optional
 // interfaces of Backend (Flusher, FUAWriter, Trimmer, Zeroer,
 // BlockStatuser, Cacher, MultiConnBackend) decide what the export
@@ -344,6 +352,9 @@ func (x *serverExport) resolveFeatures() {
 	x.cacher, _ = b.(Cacher)
 	x.lender, _ = b.(Lender)
 	x.pages, _ = b.(PageTaker)
+	if l, ok := b.(serverFeatureLimiter); ok {
+		l.limitFeatures(x)
+	}
 	if x.flusher != nil {
 		x.flags |= ExportSendFlush | ExportSendFUA
 	}
