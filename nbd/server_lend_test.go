@@ -56,6 +56,12 @@ func TestServerLentReadsMatchCopied(t *testing.T) {
 		return out
 	}
 	rapid.Check(t, func(rt *rapid.T) {
+		// The connections' deadline bounds each case, not the whole run
+		// (under -race on a loaded machine the run takes tens of seconds).
+		for _, p := range clients {
+			p.lent.nc.SetDeadline(time.Now().Add(20 * time.Second))
+			p.copied.nc.SetDeadline(time.Now().Add(20 * time.Second))
+		}
 		// A layout of data and holes, chunk by chunk, some data partial;
 		// or a checkerboard, more runs than a reply carries.
 		checkerboard := rapid.Bool().Draw(rt, "checkerboard")
