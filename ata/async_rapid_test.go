@@ -17,7 +17,6 @@ import (
 type scriptDMA struct {
 	t     *rapid.T
 	chunk int64
-	order []int // a permutation of the chunks, drawn per transfer
 	leak  bool
 	host  []byte
 }

@@ -145,7 +145,6 @@ type clientConn struct {
 	// owned by the leader
 	headerOnly bool // the last payload was large: read no further than a header
 	body       clientBody
-	rhdr       [ChunkHeaderSize]byte
 	rfix       [OffsetHoleSize]byte // fixed-size chunk payloads
 	scratch    []byte
 }

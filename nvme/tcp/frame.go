@@ -253,9 +253,3 @@ func (s *sender) flush() error {
 	s.nb = s.arr[:0]
 	return err
 }
-
-// send writes pieces now, in one writev.
-func (s *sender) send(pieces ...[]byte) error {
-	s.add(pieces...)
-	return s.flush()
-}
