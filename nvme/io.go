@@ -30,11 +30,10 @@ func (s *subsystem) io(ctx context.Context, cmd *Command, data []byte) Status {
 }
 
 func (s *subsystem) rw(ctx context.Context, ns *namespace, cmd *Command, data []byte) Status {
-	lba, n := cmd.LBA(), uint64(cmd.Blocks())
-	if lba >= ns.blocks || n > ns.blocks-lba {
+	off, length, ok := ns.span(cmd)
+	if !ok {
 		return StatusLBAOutOfRange | StatusDNR
 	}
-	off, length := int64(lba<<ns.shift), int64(n<<ns.shift)
 	if cmd.Opcode != OpWriteZeroes && int64(len(data)) != length {
 		return StatusSGLLengthInvalid | StatusDNR
 	}
@@ -120,4 +119,104 @@ func (ns *namespace) dsm(ctx context.Context, cmd *Command, data []byte) Status 
 		}
 	}
 	return StatusSuccess
+}
+
+// Loan is the range of a Read that its namespace's backend (an
+// nbd.Lender) lent to LendRead's caller, until GiveBack. The zero Loan
+// lends nothing.
+type Loan struct {
+	l      nbd.Lender
+	off, n int64
+}
+
+// Lent reports whether the loan holds a range.
+func (l *Loan) Lent() bool { return l.l != nil }
+
+// GiveBack ends the loan (once: it then holds nothing).
+func (l *Loan) GiveBack() {
+	if l.l != nil {
+		l.l.GiveBack(l.off, l.n)
+		*l = Loan{}
+	}
+}
+
+// ioNamespace returns the namespace of cmd, an I/O command of q, when q
+// runs I/O commands now (nil if Exec would refuse cmd before reaching a
+// backend).
+func (q *Queue) ioNamespace(cmd *Command) *namespace {
+	c := q.ctrl
+	if q.id == 0 || c == nil || !c.ready.Load() || cmd.NSID == 0 || cmd.NSID > uint32(len(c.sub.ns)) {
+		return nil
+	}
+	return &c.sub.ns[cmd.NSID-1]
+}
+
+// span returns the bytes [off, off+n) of the blocks cmd addresses, ok
+// false when they are not all inside the namespace.
+func (ns *namespace) span(cmd *Command) (off, n int64, ok bool) {
+	lba, blocks := cmd.LBA(), uint64(cmd.Blocks())
+	if lba >= ns.blocks || blocks > ns.blocks-lba {
+		return 0, 0, false
+	}
+	return int64(lba << ns.shift), int64(blocks << ns.shift), true
+}
+
+// LendRead runs cmd, a Read of n data bytes on an I/O queue whose
+// namespace's backend is an nbd.Lender, from the backend's own memory:
+// it appends the pieces that hold the data to pieces (nbd.Lender's
+// contract: a nil Data is a hole of Len zero bytes), and returns them
+// with their loan and the completion. The caller sends the pieces as the
+// command's data and then calls loan.GiveBack; until then it must not
+// change them. ok is false, and nothing is done, for any other command
+// and for a read that Exec would fail (out of range, wrong length): the
+// caller then runs Exec. Like Exec, it is safe for concurrent use.
+func (q *Queue) LendRead(cmd *Command, n int, pieces []nbd.LentPiece) (_ []nbd.LentPiece, loan Loan, cpl Completion, ok bool) {
+	if cmd.Opcode != OpRead {
+		return pieces, Loan{}, Completion{}, false
+	}
+	ns := q.ioNamespace(cmd)
+	if ns == nil {
+		return pieces, Loan{}, Completion{}, false
+	}
+	l, isLender := ns.Backend.(nbd.Lender)
+	off, length, inside := ns.span(cmd)
+	if !isLender || !inside || length != int64(n) {
+		return pieces, Loan{}, Completion{}, false
+	}
+	s := q.ctrl.sub
+	s.stats.reads.Add(1)
+	s.stats.unitsRead.Add(uint64(length+511_999) / 512_000)
+	pieces = l.Lend(off, length, pieces)
+	return pieces, Loan{l: l, off: off, n: length}, Completion{CID: cmd.CID, SQID: q.id}, true
+}
+
+// WritePage runs cmd, a Write of one whole nbd.PageSize page at a page
+// boundary (without FUA) on an I/O queue whose namespace's backend is an
+// nbd.PageTaker, by handing the backend p, the command's data, instead of
+// having it copy the bytes. The caller gives up p and owns old, the page
+// the backend gave back for reuse (nil if it gave none). ok is false, and
+// nothing is done, for any other command and for a write that Exec would
+// fail or that the backend does not take: the caller then runs Exec with
+// p's bytes. Like Exec, it is safe for concurrent use.
+func (q *Queue) WritePage(cmd *Command, p *[nbd.PageSize]byte) (old *[nbd.PageSize]byte, cpl Completion, ok bool) {
+	if cmd.Opcode != OpWrite || cmd.CDW12&CDW12FUA != 0 {
+		return nil, Completion{}, false
+	}
+	ns := q.ioNamespace(cmd)
+	if ns == nil || ns.ReadOnly {
+		return nil, Completion{}, false
+	}
+	t, isTaker := ns.Backend.(nbd.PageTaker)
+	off, length, inside := ns.span(cmd)
+	if !isTaker || !inside || length != nbd.PageSize || off%nbd.PageSize != 0 {
+		return nil, Completion{}, false
+	}
+	old, ok = t.TakePage(p, off)
+	if !ok {
+		return nil, Completion{}, false
+	}
+	s := q.ctrl.sub
+	s.stats.writes.Add(1)
+	s.stats.unitsWritten.Add(uint64(length+511_999) / 512_000)
+	return old, Completion{CID: cmd.CID, SQID: q.id}, true
 }

@@ -1,12 +1,14 @@
 package tcp
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nvme"
 )
 
@@ -38,6 +40,10 @@ type slot struct {
 	hdr   [HeaderSize + DigestSize]byte // C2HData or R2T
 	resp  [HeaderSize + DigestSize]byte
 	ddgst [DigestSize]byte
+	// A read sent from the backend's memory: the pieces lent and their
+	// loan, until the completion is written.
+	pieces []nbd.LentPiece
+	loan   nvme.Loan
 }
 
 // data returns the slot's buffer cut to n bytes, growing it (to a power
@@ -66,20 +72,30 @@ type conn struct {
 	freeMu      sync.Mutex
 	freeStack   []uint16      // free slots, the last freed on top
 	freeSig     chan struct{} // a slot was freed
-	out         chan uint32
-	wdead       chan struct{} // closed when the writer failed
-	wdone       chan struct{}
-	writing     bool
 	sqhd        uint16
-	snd         sender
-	freed       [maxIOV / 4]uint16 // slots whose completion is staged
-	nfree       int
-	term        [HeaderSize + MaxTermData]byte
-	termLen     int
+	src         *payloadReader // what r reads through
+
+	// The pen (server_send.go): under wmu, the queue of items to write,
+	// whether someone writes them, the first write error.
+	wmu     sync.Mutex
+	queue   []uint32
+	spare   []uint32
+	writing bool
+	werr    error
+	holding bool // the reader holds the pen (reader only)
+	held    int  // completions queued while the reader held it
+
+	// Owned by the pen's holder.
+	snd     sender
+	freed   [maxIOV]uint16 // slots whose completion is staged
+	nfree   int
+	term    [HeaderSize + MaxTermData]byte
+	termLen int
 }
 
 func (c *conn) serve() error {
-	c.r = newPDUReader(c.nc, max(c.maxTransfer, adminInCapsule))
+	c.src = &payloadReader{rd: c.nc}
+	c.r = newPDUReader(c.src, max(c.maxTransfer, adminInCapsule))
 	c.snd.nc = c.nc
 	c.nc.SetDeadline(time.Now().Add(c.s.handshakeTimeout()))
 	c.setSlots(1)
@@ -93,23 +109,16 @@ func (c *conn) serve() error {
 			}
 		}
 	}
-	if err != nil {
-		c.fail(err)
-		c.linger()
-		c.nc.Close()
-		c.q.Close()
-		return err
+	if err == nil {
+		c.nc.SetDeadline(time.Time{})
+		c.setSlots(c.q.Size())
+		err = c.loop()
 	}
-	c.nc.SetDeadline(time.Time{})
-	c.setSlots(c.q.Size())
-	c.out = make(chan uint32, 2*len(c.slots)+2)
-	c.wdead, c.wdone = make(chan struct{}), make(chan struct{})
-	c.writing = true
-	go c.writer()
-	err = c.loop()
+	c.release()
 	c.fail(err)
-	close(c.out)
-	<-c.wdone
+	for i := range c.slots {
+		c.slots[i].loan.GiveBack() // of completions never staged
+	}
 	c.linger()
 	c.nc.Close()
 	c.q.Close()
@@ -123,6 +132,8 @@ func (c *conn) setSlots(n int) {
 		c.freeStack[i] = uint16(n - 1 - i)
 	}
 	c.freeSig = make(chan struct{}, 1)
+	c.queue = make([]uint32, 0, 2*n+2)
+	c.spare = make([]uint32, 0, 2*n+2)
 }
 
 // freeSlot returns slot i to the free stack: the slot freed last is taken
@@ -149,9 +160,16 @@ func (c *conn) popSlot() (uint16, bool) {
 	return i, true
 }
 
-// loop reads PDUs until the connection ends.
+// loop reads PDUs until the connection ends. It holds the pen while the
+// next PDU is buffered whole, and puts it down before a read that may
+// block.
 func (c *conn) loop() error {
 	for {
+		if !c.buffered() {
+			if err := c.release(); err != nil {
+				return err
+			}
+		}
 		if c.q.ID() == 0 {
 			if kato := c.q.KeepAlive(); kato > 0 {
 				c.nc.SetReadDeadline(time.Now().Add(2*time.Duration(kato)*time.Millisecond + keepAliveGrace))
@@ -179,7 +197,23 @@ func (c *conn) loop() error {
 		if err != nil {
 			return err
 		}
+		if c.held >= maxHeld {
+			c.release()
+		} else if c.buffered() {
+			c.hold()
+		}
 	}
+}
+
+// buffered reports whether the next PDU is buffered whole, so that
+// reading it cannot block.
+func (c *conn) buffered() bool {
+	br := c.r.br
+	if c.r.data > 0 || c.r.dgst || br.Buffered() < CommonSize {
+		return false
+	}
+	h, _ := br.Peek(CommonSize)
+	return br.Buffered() >= int(binary.LittleEndian.Uint32(h[4:]))
 }
 
 // fail sends a C2HTermReq for a fatal error of this side, with the header
@@ -197,11 +231,7 @@ func (c *conn) fail(err error) {
 	t := TermReq{Header: Header{Type: TypeC2HTermReq, PLen: uint32(HeaderSize + hl), PDO: HeaderSize}, FES: fe.FES, FEI: fe.FEI}
 	t.Put((*[HeaderSize]byte)(c.term[:HeaderSize]))
 	c.termLen = HeaderSize + hl
-	if c.writing {
-		c.out <- kindTerm
-	} else {
-		c.write(kindTerm)
-	}
+	c.send(kindTerm)
 }
 
 // linger, after a TermReq, ends the connection gracefully: FIN first,
@@ -223,6 +253,12 @@ func (c *conn) takeSlot() (uint16, error) {
 	if i, ok := c.popSlot(); ok {
 		return i, nil
 	}
+	if err := c.release(); err != nil { // frees the slots of what it writes
+		return 0, err
+	}
+	if i, ok := c.popSlot(); ok {
+		return i, nil
+	}
 	t := time.NewTimer(c.s.slotWait())
 	defer t.Stop()
 	for {
@@ -233,7 +269,7 @@ func (c *conn) takeSlot() (uint16, error) {
 			}
 		case <-t.C:
 			return 0, fatal(FESSequence, 0, "more commands in flight than the queue's entries")
-		case <-c.wdead:
+		case <-c.s.ctx.Done():
 			return 0, net.ErrClosed
 		}
 	}
@@ -256,6 +292,7 @@ func (c *conn) command() error {
 	if err != nil {
 		return err
 	}
+	c.held++
 	sl := &c.slots[i]
 	sl.cmd, sl.state, sl.bad, sl.n = p.Cmd, slotBusy, false, 0
 	c.sqhd++
@@ -276,7 +313,7 @@ func (c *conn) command() error {
 			return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
 		}
 		buf := sl.data(inCap)
-		if err := c.r.readData(buf); err != nil {
+		if err := c.readPayload(buf); err != nil {
 			return err
 		}
 		if err := c.r.endData(); err == ErrDataDigest {
@@ -296,6 +333,9 @@ func (c *conn) command() error {
 		sl.got, sl.state = 0, slotData
 		return c.send(kindR2T | uint32(i))
 	case dir == nvme.DirCtrlToHost:
+		if c.lendRead(i, int(sgl.Length)) {
+			return c.complete(i)
+		}
 		return c.exec(i, sl.data(int(sgl.Length)))
 	}
 	return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
@@ -321,7 +361,7 @@ func (c *conn) h2cData() error {
 	case int64(d.DataL) > int64(sl.n-sl.got):
 		return fatal(FESDataOutOfRange, 16, "H2CData past the command's data")
 	}
-	if err := c.r.readData(sl.buf[sl.got : sl.got+int(d.DataL)]); err != nil {
+	if err := c.readPayload(sl.buf[sl.got : sl.got+int(d.DataL)]); err != nil {
 		return err
 	}
 	if err := c.r.endData(); err == ErrDataDigest {
@@ -343,6 +383,9 @@ func (c *conn) h2cData() error {
 // exec runs the slot's command and sends its completion.
 func (c *conn) exec(i uint16, data []byte) error {
 	sl := &c.slots[i]
+	if c.writePage(sl, data) {
+		return c.complete(i)
+	}
 	cpl, held := c.q.Exec(c.s.ctx, &sl.cmd, data)
 	if held {
 		sl.state = slotHeld
@@ -366,111 +409,4 @@ func (c *conn) complete(i uint16) error {
 		sl.cpl.SQHead = 0xFFFF
 	}
 	return c.send(kindResp | uint32(i))
-}
-
-// send hands an item to the writer, or writes it now before the writer
-// runs (Connect).
-func (c *conn) send(item uint32) error {
-	if c.writing {
-		c.out <- item
-		return nil
-	}
-	return c.write(item)
-}
-
-// writer sends what the reader hands it, until out is closed: the items
-// ready at once go out together, in one writev.
-func (c *conn) writer() {
-	defer close(c.wdone)
-	failed := false
-	for item := range c.out {
-		if failed {
-			continue
-		}
-		c.stage(item)
-		open := true
-	more:
-		for c.snd.room() >= 4 && c.nfree < len(c.freed) {
-			select {
-			case item, open = <-c.out:
-				if !open {
-					break more
-				}
-				c.stage(item)
-			default:
-				break more
-			}
-		}
-		if err := c.flush(); err != nil {
-			failed = true
-			close(c.wdead)
-			c.nc.Close()
-		}
-		if !open {
-			return
-		}
-	}
-}
-
-// write sends one item now (before the writer runs).
-func (c *conn) write(item uint32) error {
-	c.stage(item)
-	return c.flush()
-}
-
-// flush writes the staged PDUs and frees the slots of the completions
-// among them.
-func (c *conn) flush() error {
-	err := c.snd.flush()
-	for _, i := range c.freed[:c.nfree] {
-		c.freeSlot(i) // the reader alone changes a slot's state
-	}
-	c.nfree = 0
-	return err
-}
-
-// stage queues the PDUs of one item: an R2T, a completion (with its
-// C2HData first for a read), or the TermReq.
-func (c *conn) stage(item uint32) {
-	if item == kindTerm {
-		c.snd.add(c.term[:c.termLen])
-		return
-	}
-	i := uint16(item)
-	sl := &c.slots[i]
-	if item&^0xFFFF == kindR2T {
-		r := R2T{Header: c.f.layout(TypeR2T, 0), CCCID: sl.cmd.CID, TTag: i, R2TL: uint32(sl.n)}
-		r.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
-		c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize))
-		return
-	}
-	resp := sl.resp[:]
-	p := CapsuleResp{Header: c.f.layout(TypeCapsuleResp, 0), Cpl: sl.cpl}
-	p.Put((*[HeaderSize]byte)(resp[:HeaderSize]))
-	resp = c.f.sealHeader(resp, HeaderSize)
-	if sl.cmd.Direction() == nvme.DirCtrlToHost && sl.n > 0 && sl.cpl.Status.Success() {
-		d := Data{Header: c.f.layout(TypeC2HData, sl.n), CCCID: sl.cmd.CID, DataL: uint32(sl.n)}
-		d.Flags |= FlagLast
-		if c.q.SQFlowDisabled() {
-			d.Flags |= FlagSuccess
-			resp = nil
-		}
-		d.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
-		data := sl.buf[:sl.n]
-		var dg []byte
-		if c.f.ddgst {
-			putDigest(&sl.ddgst, data)
-			dg = sl.ddgst[:]
-		}
-		c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize), data, dg, resp)
-	} else {
-		c.snd.add(resp)
-	}
-	c.freed[c.nfree] = i
-	c.nfree++
-}
-
-func putDigest(d *[DigestSize]byte, data []byte) {
-	v := Digest(data)
-	d[0], d[1], d[2], d[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }

@@ -1,0 +1,111 @@
+package tcp
+
+import (
+	"hash/crc32"
+	"io"
+
+	"github.com/nhdkit/nhd/nbd"
+)
+
+// How the target moves a command's data without copying it more than
+// once: a read from an nbd.Lender is sent from the backend's memory (the
+// lent pieces go into the writev behind the C2HData header), a write's
+// data is read from the socket straight into the buffer handed to the
+// backend, and a whole page of an nbd.PageTaker is handed over instead of
+// copied. nbd's server does the same (nbd/server_read.go,
+// nbd/server_request.go).
+
+// directMin is the smallest data the reader reads straight from the
+// socket rather than through its buffer.
+const directMin = 16 << 10
+
+// fillAfterDirect bounds the first read into the reader's buffer after a
+// direct read: a command header, so that the data following it is not
+// pulled into the buffer (and copied out again) with it.
+const fillAfterDirect = CmdSize + DigestSize
+
+// payloadReader is the connection as the server's pduReader sees it: a
+// read that follows a direct read is cut to fillAfterDirect bytes.
+type payloadReader struct {
+	rd    io.Reader
+	limit int
+}
+
+func (p *payloadReader) Read(b []byte) (int, error) {
+	if p.limit > 0 && len(b) > p.limit {
+		b = b[:p.limit]
+	}
+	p.limit = 0
+	return p.rd.Read(b)
+}
+
+// readPayload reads the next len(b) bytes of the PDU's data into b: what
+// is buffered from the buffer, the rest of a large one straight from the
+// socket.
+func (c *conn) readPayload(b []byte) error {
+	r := c.r
+	n := r.br.Buffered()
+	if len(b) < directMin || n >= len(b) {
+		return r.readData(b)
+	}
+	if len(b) > r.data {
+		panic("nvme/tcp: readPayload past the PDU's data")
+	}
+	if n > 0 {
+		r.br.Read(b[:n]) // cannot fail: n bytes are buffered
+	}
+	if _, err := io.ReadFull(c.src.rd, b[n:]); err != nil {
+		return noEOF(err)
+	}
+	c.src.limit = fillAfterDirect
+	r.data -= len(b)
+	if r.dgst {
+		r.crc = crc32.Update(r.crc, castagnoli, b)
+	}
+	return nil
+}
+
+// lendRead serves read i from the backend's memory if the backend lends
+// it (nvme.Queue.LendRead), in at most maxIOV-3 pieces of at most a page
+// each (so the C2HData and its CapsuleResp fit one writev). It reports
+// false, having done nothing, otherwise.
+func (c *conn) lendRead(i uint16, n int) bool {
+	sl := &c.slots[i]
+	pieces, loan, cpl, ok := c.q.LendRead(&sl.cmd, n, sl.pieces[:0])
+	sl.pieces = pieces
+	if !ok {
+		return false
+	}
+	fits := len(pieces) <= maxIOV-3
+	for _, p := range pieces {
+		fits = fits && p.Len <= len(holeZeroes)
+	}
+	if !fits {
+		clear(pieces)
+		sl.pieces = pieces[:0]
+		loan.GiveBack()
+		return false
+	}
+	sl.loan, sl.cpl, sl.n = loan, cpl, n
+	return true
+}
+
+// writePage hands data, the slot's whole buffer when it is exactly a
+// page, to the backend (nvme.Queue.WritePage) and takes the page it gives
+// back as the slot's next buffer. It reports false, having done nothing,
+// when the backend does not take it.
+func (c *conn) writePage(sl *slot, data []byte) bool {
+	if len(data) != nbd.PageSize || cap(sl.buf) != nbd.PageSize || &data[0] != &sl.buf[:1][0] {
+		return false
+	}
+	old, cpl, ok := c.q.WritePage(&sl.cmd, (*[nbd.PageSize]byte)(data))
+	if !ok {
+		return false
+	}
+	sl.buf = nil
+	if old != nil {
+		sl.buf = old[:]
+	}
+	sl.cpl = cpl
+	return true
+}

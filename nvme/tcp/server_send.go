@@ -1,0 +1,206 @@
+package tcp
+
+import (
+	"hash/crc32"
+
+	"github.com/nhdkit/nhd/nbd"
+	"github.com/nhdkit/nhd/nvme"
+)
+
+// The writing side of a connection: PDUs queued by whoever finished a
+// command and written, batch by batch, by whoever holds the pen. There is
+// no writer goroutine: the goroutine that queues an item while no one
+// writes becomes the writer and writes every item queued meanwhile in
+// one writev ("flat combining", as nbd's server does). The reader holds
+// the pen while the next PDU is already buffered, so the completions of
+// a burst of commands leave together, and puts it down before anything
+// that may block: a read from the network, a wait for a free slot.
+
+// maxHeld bounds the completions the reader holds back while the host is
+// still sending.
+const maxHeld = 8
+
+// send queues item for the wire and writes the queue unless someone holds
+// the pen. It returns the first write error of the connection.
+func (c *conn) send(item uint32) error {
+	c.wmu.Lock()
+	c.queue = append(c.queue, item)
+	if c.writing {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.writing = true
+	return c.writeQueued()
+}
+
+// hold makes the reader the holder of the pen if no one writes: items
+// queue until release.
+func (c *conn) hold() {
+	if c.holding {
+		return
+	}
+	c.wmu.Lock()
+	if !c.writing {
+		c.writing, c.holding = true, true
+	}
+	c.wmu.Unlock()
+}
+
+// release writes what queued while the reader held the pen and puts it
+// down.
+func (c *conn) release() error {
+	c.held = 0
+	if !c.holding {
+		return nil
+	}
+	c.holding = false
+	c.wmu.Lock()
+	return c.writeQueued()
+}
+
+// writeQueued writes the queue, batch by batch, until it is empty, and
+// puts the pen down. It is called with wmu held and the pen taken, and
+// returns with wmu released. After a write fails the connection is
+// closed (which stops the reader) and later items are dropped, their
+// slots freed all the same.
+func (c *conn) writeQueued() error {
+	for len(c.queue) > 0 {
+		batch := c.queue
+		c.queue, c.spare = c.spare[:0], batch
+		failed := c.werr != nil
+		c.wmu.Unlock()
+		var err error
+		for _, item := range batch {
+			if c.need(item) > c.snd.room() || c.nfree == len(c.freed) {
+				if e := c.flush(failed || err != nil); err == nil {
+					err = e
+				}
+			}
+			c.stage(item)
+		}
+		if e := c.flush(failed || err != nil); err == nil {
+			err = e
+		}
+		c.wmu.Lock()
+		if err != nil && c.werr == nil {
+			c.werr = err
+			c.nc.Close()
+		}
+	}
+	c.writing = false
+	err := c.werr
+	c.wmu.Unlock()
+	return err
+}
+
+// flush writes the staged PDUs (or drops them, after a failure) and frees
+// the slots of the completions among them, ending their loans.
+func (c *conn) flush(drop bool) error {
+	var err error
+	if drop {
+		c.snd.reset()
+	} else {
+		err = c.snd.flush()
+	}
+	for _, i := range c.freed[:c.nfree] {
+		sl := &c.slots[i]
+		if sl.loan.Lent() {
+			clear(sl.pieces) // keep no piece alive
+			sl.pieces = sl.pieces[:0]
+			sl.loan.GiveBack()
+		}
+		c.freeSlot(i)
+	}
+	c.nfree = 0
+	return err
+}
+
+// need returns how many pieces stage adds for item, at most.
+func (c *conn) need(item uint32) int {
+	if item&^0xFFFF != kindResp {
+		return 1
+	}
+	return 3 + len(c.slots[uint16(item)].pieces)
+}
+
+// stage queues the PDUs of one item: an R2T, a completion (with its
+// C2HData first for a read), or the TermReq.
+func (c *conn) stage(item uint32) {
+	if item == kindTerm {
+		c.snd.add(c.term[:c.termLen])
+		return
+	}
+	i := uint16(item)
+	sl := &c.slots[i]
+	if item&^0xFFFF == kindR2T {
+		r := R2T{Header: c.f.layout(TypeR2T, 0), CCCID: sl.cmd.CID, TTag: i, R2TL: uint32(sl.n)}
+		r.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
+		c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize))
+		return
+	}
+	resp := sl.resp[:]
+	p := CapsuleResp{Header: c.f.layout(TypeCapsuleResp, 0), Cpl: sl.cpl}
+	p.Put((*[HeaderSize]byte)(resp[:HeaderSize]))
+	resp = c.f.sealHeader(resp, HeaderSize)
+	if sl.cmd.Direction() == nvme.DirCtrlToHost && sl.n > 0 && sl.cpl.Status.Success() {
+		c.stageData(sl, resp)
+	} else {
+		c.snd.add(resp)
+	}
+	c.freed[c.nfree] = i
+	c.nfree++
+}
+
+// stageData queues a read's C2HData (header, data, digest) and then resp,
+// its CapsuleResp, unless SQ flow control is off (the C2HData's SUCCESS
+// flag then stands for it). The data is the slot's buffer or, for a read
+// lent by the backend, the pieces lent (holes as zeroes).
+func (c *conn) stageData(sl *slot, resp []byte) {
+	d := Data{Header: c.f.layout(TypeC2HData, sl.n), CCCID: sl.cmd.CID, DataL: uint32(sl.n)}
+	d.Flags |= FlagLast
+	if c.q.SQFlowDisabled() {
+		d.Flags |= FlagSuccess
+		resp = nil
+	}
+	d.Put((*[HeaderSize]byte)(sl.hdr[:HeaderSize]))
+	c.snd.add(c.f.sealHeader(sl.hdr[:], HeaderSize))
+	var crc uint32
+	if !sl.loan.Lent() {
+		data := sl.buf[:sl.n]
+		c.snd.add(data)
+		if c.f.ddgst {
+			crc = crc32.Update(0, castagnoli, data)
+		}
+	} else {
+		for _, p := range sl.pieces {
+			b := p.Data
+			if b == nil {
+				b = holeZeroes[:p.Len]
+			}
+			c.snd.add(b)
+			if c.f.ddgst {
+				crc = crc32.Update(crc, castagnoli, b)
+			}
+		}
+	}
+	if c.f.ddgst {
+		sl.ddgst[0], sl.ddgst[1], sl.ddgst[2], sl.ddgst[3] = byte(crc), byte(crc>>8), byte(crc>>16), byte(crc>>24)
+		c.snd.add(sl.ddgst[:])
+	}
+	c.snd.add(resp)
+}
+
+// holeZeroes stands for the holes of a lent read: a Lender's pieces are
+// at most a page long (lendRead checks).
+var holeZeroes [nbd.PageSize]byte
+
+// reset drops what was added.
+func (s *sender) reset() {
+	clear(s.arr[:])
+	s.nb = s.arr[:0]
+}
+
+func putDigest(d *[DigestSize]byte, data []byte) {
+	v := Digest(data)
+	d[0], d[1], d[2], d[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
