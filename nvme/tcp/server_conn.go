@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nhdkit/nhd/nbd"
@@ -44,6 +45,7 @@ type slot struct {
 	// loan, until the completion is written.
 	pieces []nbd.LentPiece
 	loan   nvme.Loan
+	arg    []byte // the data of a command handed to a worker
 }
 
 // data returns the slot's buffer cut to n bytes, growing it (to a power
@@ -72,8 +74,15 @@ type conn struct {
 	freeMu      sync.Mutex
 	freeStack   []uint16      // free slots, the last freed on top
 	freeSig     chan struct{} // a slot was freed
-	sqhd        uint16
-	src         *payloadReader // what r reads through
+
+	// Workers (server_run.go), for the I/O queue of a slow backend.
+	work    chan uint16 // commands for the workers; nil on the admin queue
+	workers int         // started (reader only)
+	idle    atomic.Int32
+	wg      sync.WaitGroup
+	execNs  atomic.Int64   // moving average of a command's Exec
+	sqhd    atomic.Uint32  // the SQ head after the last command taken
+	src     *payloadReader // what r reads through
 
 	// The pen (server_send.go): under wmu, the queue of items to write,
 	// whether someone writes them, the first write error.
@@ -112,8 +121,12 @@ func (c *conn) serve() error {
 	if err == nil {
 		c.nc.SetDeadline(time.Time{})
 		c.setSlots(c.q.Size())
+		if c.q.ID() != 0 {
+			c.work = make(chan uint16, len(c.slots))
+		}
 		err = c.loop()
 	}
+	c.stopWorkers()
 	c.release()
 	c.fail(err)
 	for i := range c.slots {
@@ -295,9 +308,10 @@ func (c *conn) command() error {
 	c.held++
 	sl := &c.slots[i]
 	sl.cmd, sl.state, sl.bad, sl.n = p.Cmd, slotBusy, false, 0
-	c.sqhd++
-	if int(c.sqhd) >= len(c.slots) {
-		c.sqhd = 0
+	if h := c.sqhd.Load() + 1; int(h) < len(c.slots) {
+		c.sqhd.Store(h)
+	} else {
+		c.sqhd.Store(0)
 	}
 	sgl, inCap, dir := sl.cmd.SGL, c.r.data, sl.cmd.Direction()
 	switch {
@@ -321,9 +335,9 @@ func (c *conn) command() error {
 		} else if err != nil {
 			return err
 		}
-		return c.exec(i, buf)
+		return c.run(i, buf)
 	case sgl.Length == 0 || dir == nvme.DirNone:
-		return c.exec(i, nil)
+		return c.run(i, nil)
 	case sgl.Type != nvme.SGLTransportDataBlock:
 		return c.finish(i, nvme.StatusSGLTypeInvalid|nvme.StatusDNR)
 	case int64(sgl.Length) > int64(c.maxTransfer):
@@ -336,7 +350,7 @@ func (c *conn) command() error {
 		if c.lendRead(i, int(sgl.Length)) {
 			return c.complete(i)
 		}
-		return c.exec(i, sl.data(int(sgl.Length)))
+		return c.run(i, sl.data(int(sgl.Length)))
 	}
 	return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
 }
@@ -377,7 +391,7 @@ func (c *conn) h2cData() error {
 	if sl.bad {
 		return c.finish(d.TTag, nvme.StatusDataTransferError)
 	}
-	return c.exec(d.TTag, sl.buf[:sl.n])
+	return c.run(d.TTag, sl.buf[:sl.n])
 }
 
 // exec runs the slot's command and sends its completion.
@@ -386,7 +400,9 @@ func (c *conn) exec(i uint16, data []byte) error {
 	if c.writePage(sl, data) {
 		return c.complete(i)
 	}
+	start := time.Now()
 	cpl, held := c.q.Exec(c.s.ctx, &sl.cmd, data)
+	c.timeExec(start)
 	if held {
 		sl.state = slotHeld
 		return nil
@@ -404,7 +420,7 @@ func (c *conn) finish(i uint16, st nvme.Status) error {
 
 func (c *conn) complete(i uint16) error {
 	sl := &c.slots[i]
-	sl.cpl.SQHead = c.sqhd
+	sl.cpl.SQHead = uint16(c.sqhd.Load())
 	if c.q.SQFlowDisabled() {
 		sl.cpl.SQHead = 0xFFFF
 	}
