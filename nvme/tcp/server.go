@@ -37,13 +37,21 @@ const (
 // for concurrent use.
 //
 // Each connection is one queue, served by one goroutine that reads PDUs
-// and runs commands (backend calls included) and one that writes PDUs;
-// completions go out in one write each (C2HData, its data and the
-// CapsuleResp in one writev). Each queue has one slot per entry (the
-// Connect's SQSIZE + 1, at most the Fabric's QueueDepth), whose data
-// buffer grows to the largest transfer seen, at most the Fabric's
-// MaxTransfer: memory per queue is bounded by QueueDepth x MaxTransfer,
-// and in steady state a command allocates nothing. Writes larger than the
+// and runs the commands while the backend is quick; once an I/O queue's
+// commands take longer, they run concurrently on workers started as
+// needed (at most one per entry) and complete in the order they finish.
+// Whoever completes a command while no one is writing writes every
+// completion ready (C2HData, its data and the CapsuleResp) in one writev;
+// the reader holds them back while the host's next PDU is already
+// buffered, so a burst's completions leave together. A read from an
+// nbd.Lender is sent from the backend's memory, a write of a whole page
+// to an nbd.PageTaker is handed over, and large write data is read from
+// the socket straight into the buffer the backend gets. Each queue has
+// one slot per entry (the Connect's SQSIZE + 1, at most the Fabric's
+// QueueDepth), whose data buffer grows to the largest transfer seen, at
+// most the Fabric's MaxTransfer: memory per queue is bounded by
+// QueueDepth x MaxTransfer, and in steady state a command allocates
+// nothing. Writes larger than the
 // in-capsule size are fetched with one R2T each. Malformed PDUs end the
 // connection with a C2HTermReq. An admin queue whose controller has a keep
 // alive timeout is dropped after twice that time (plus a few seconds)
