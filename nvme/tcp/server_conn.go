@@ -80,9 +80,9 @@ type conn struct {
 	workers int         // started (reader only)
 	idle    atomic.Int32
 	wg      sync.WaitGroup
-	execNs  atomic.Int64   // moving average of a command's Exec
-	sqhd    atomic.Uint32  // the SQ head after the last command taken
-	src     *payloadReader // what r reads through
+	execNs  atomic.Int64  // moving average of a command's Exec
+	sqhd    atomic.Uint32 // the SQ head after the last command taken
+	src     *sockReader   // what r reads through
 
 	// The pen (server_send.go): under wmu, the queue of items to write,
 	// whether someone writes them, the first write error.
@@ -103,7 +103,7 @@ type conn struct {
 }
 
 func (c *conn) serve() error {
-	c.src = &payloadReader{rd: c.nc}
+	c.src = newSockReader(c)
 	c.r = newPDUReader(c.src, max(c.maxTransfer, adminInCapsule))
 	c.snd.nc = c.nc
 	c.nc.SetDeadline(time.Now().Add(c.s.handshakeTimeout()))
@@ -174,11 +174,12 @@ func (c *conn) popSlot() (uint16, bool) {
 }
 
 // loop reads PDUs until the connection ends. It holds the pen while the
-// next PDU is buffered whole, and puts it down before a read that may
-// block.
+// host is still sending (on a socket, sockReader puts it down when the
+// socket is empty; otherwise, while the next PDU is buffered whole), and
+// at most until maxHeld completions wait.
 func (c *conn) loop() error {
 	for {
-		if !c.buffered() {
+		if c.src.rc == nil && !c.buffered() {
 			if err := c.release(); err != nil {
 				return err
 			}
@@ -212,7 +213,7 @@ func (c *conn) loop() error {
 		}
 		if c.held >= maxHeld {
 			c.release()
-		} else if c.buffered() {
+		} else if c.src.rc != nil || c.buffered() {
 			c.hold()
 		}
 	}

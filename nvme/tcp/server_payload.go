@@ -24,21 +24,6 @@ const directMin = 16 << 10
 // pulled into the buffer (and copied out again) with it.
 const fillAfterDirect = CmdSize + DigestSize
 
-// payloadReader is the connection as the server's pduReader sees it: a
-// read that follows a direct read is cut to fillAfterDirect bytes.
-type payloadReader struct {
-	rd    io.Reader
-	limit int
-}
-
-func (p *payloadReader) Read(b []byte) (int, error) {
-	if p.limit > 0 && len(b) > p.limit {
-		b = b[:p.limit]
-	}
-	p.limit = 0
-	return p.rd.Read(b)
-}
-
 // readPayload reads the next len(b) bytes of the PDU's data into b: what
 // is buffered from the buffer, the rest of a large one straight from the
 // socket.
@@ -54,7 +39,7 @@ func (c *conn) readPayload(b []byte) error {
 	if n > 0 {
 		r.br.Read(b[:n]) // cannot fail: n bytes are buffered
 	}
-	if _, err := io.ReadFull(c.src.rd, b[n:]); err != nil {
+	if _, err := io.ReadFull((*directReader)(c.src), b[n:]); err != nil {
 		return noEOF(err)
 	}
 	c.src.limit = fillAfterDirect

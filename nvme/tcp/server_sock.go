@@ -1,0 +1,109 @@
+package tcp
+
+import (
+	"io"
+	"net"
+	"syscall"
+)
+
+// sockReader is the connection as the server's pduReader sees it. On a
+// socket it reads with read(2) through the descriptor's RawConn, so it
+// learns when the next read would block: then, if the reader holds the
+// pen, it returns from the descriptor's read lock, writes the held
+// completions and tries again before it parks on the network poller
+// (the host has nothing more to send before it gets them). Without a
+// descriptor (net.Pipe, a wrapped connection) it reads the connection,
+// and the reader puts the pen down before a PDU it has not buffered whole
+// (conn.loop). nbd's server reads its sockets the same way
+// (nbd/server_request.go, serverSockReader).
+//
+// A read that follows a direct read (conn.readPayload) is cut to
+// fillAfterDirect bytes, so that the data behind the next header is not
+// pulled into the pduReader's buffer (and copied out again) with it.
+type sockReader struct {
+	c     *conn
+	nc    net.Conn
+	rc    syscall.RawConn       // nil without a descriptor
+	try   func(fd uintptr) bool // read, bound once
+	limit int
+
+	p       []byte
+	n       int
+	err     error
+	blocked bool
+}
+
+func newSockReader(c *conn) *sockReader {
+	s := &sockReader{c: c, nc: c.nc}
+	if sc, ok := c.nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			s.rc = rc
+			s.try = s.read
+		}
+	}
+	return s
+}
+
+func (s *sockReader) Read(b []byte) (int, error) {
+	if s.limit > 0 && len(b) > s.limit {
+		b = b[:s.limit]
+	}
+	s.limit = 0
+	return s.readSock(b)
+}
+
+// directReader reads the socket through a sockReader, without the limit.
+type directReader sockReader
+
+func (d *directReader) Read(b []byte) (int, error) { return (*sockReader)(d).readSock(b) }
+
+func (s *sockReader) readSock(b []byte) (int, error) {
+	if s.rc == nil {
+		return s.nc.Read(b)
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	s.p = b
+	for {
+		s.n, s.err, s.blocked = 0, nil, false
+		if err := s.rc.Read(s.try); err != nil {
+			s.p = nil
+			return 0, err // closed, or past the read deadline
+		}
+		if !s.blocked {
+			s.p = nil
+			return s.n, s.err
+		}
+		if err := s.c.release(); err != nil {
+			s.p = nil
+			return 0, err
+		}
+	}
+}
+
+// read is the RawConn's read function: done unless the socket is empty
+// and no completion is held.
+func (s *sockReader) read(fd uintptr) bool {
+	for {
+		n, err := rawRead(fd, s.p)
+		switch err {
+		case nil:
+			s.n = n
+			if n == 0 {
+				s.err = io.EOF
+			}
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if s.c.holding {
+				s.blocked = true
+				return true
+			}
+			return false // park until readable
+		}
+		s.err = err
+		return true
+	}
+}
