@@ -11,6 +11,7 @@ import (
 
 	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nvme"
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // Slot states.
@@ -95,7 +96,7 @@ type conn struct {
 	held    int  // completions queued while the reader held it
 
 	// Owned by the pen's holder.
-	snd     sender
+	snd     wire
 	freed   [maxIOV]uint16 // slots whose completion is staged
 	nfree   int
 	term    [HeaderSize + MaxTermData]byte
@@ -105,7 +106,7 @@ type conn struct {
 func (c *conn) serve() error {
 	c.src = newSockReader(c)
 	c.r = newPDUReader(c.src, max(c.maxTransfer, adminInCapsule))
-	c.snd.nc = c.nc
+	c.snd.batch = zerocopy.NewBatch(c.nc)
 	c.nc.SetDeadline(time.Now().Add(c.s.handshakeTimeout()))
 	c.setSlots(1)
 	err := c.icResp()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nvme"
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // The writing side of a connection: PDUs queued by whoever finished a
@@ -194,10 +195,44 @@ func (c *conn) stageData(sl *slot, resp []byte) {
 // at most a page long (lendRead checks).
 var holeZeroes [nbd.PageSize]byte
 
+// wire gathers the PDU pieces the pen's holder stages and writes them in
+// one writev (zerocopy.Batch: on Linux a raw writev on the non-blocking
+// socket, as nbd's server writes its replies). A piece must stay
+// unchanged until flush or reset returns.
+type wire struct {
+	msg   zerocopy.Message
+	batch *zerocopy.Batch
+	n     int // pieces added
+}
+
+// room returns how many more pieces fit before a flush.
+func (w *wire) room() int { return maxIOV - w.n }
+
+// add queues pieces (empty ones are skipped); the caller checks room.
+func (w *wire) add(pieces ...[]byte) {
+	for _, p := range pieces {
+		if len(p) > 0 {
+			w.msg.AppendBytes(p)
+			w.n++
+		}
+	}
+}
+
+// flush writes what was added.
+func (w *wire) flush() error {
+	if w.n == 0 {
+		return nil
+	}
+	w.batch.Add(&w.msg)
+	_, err := w.batch.Write()
+	w.reset()
+	return err
+}
+
 // reset drops what was added.
-func (s *sender) reset() {
-	clear(s.arr[:])
-	s.nb = s.arr[:0]
+func (w *wire) reset() {
+	w.msg.Release()
+	w.n = 0
 }
 
 func putDigest(d *[DigestSize]byte, data []byte) {
