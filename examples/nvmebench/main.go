@@ -3,7 +3,9 @@
 // loopback over the same kind of memory disk, with the same jobs (4 KiB
 // random reads at depth 32, 64 KiB reads and writes at depth 8), with one
 // I/O queue (one NBD connection) and with one per core. It prints one row
-// per job: bandwidth of each pair and their ratio.
+// per job: bandwidth of each pair and their ratio, and the CPU time the
+// process (server and client together) spent per GB moved, which depends
+// less than bandwidth on what else the machine runs.
 //
 //	go run ./examples/nvmebench -runtime 10s
 //
@@ -22,6 +24,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nhdkit/nhd/nbd"
@@ -59,37 +62,50 @@ func main() {
 }
 
 func run(out io.Writer, d time.Duration) error {
-	fmt.Fprintf(out, "%-20s %-8s %12s %12s %7s\n", "job", "queues", "NVMe/TCP MB/s", "NBD MB/s", "ratio")
+	fmt.Fprintf(out, "%-20s %-8s %13s %12s %7s %14s %14s\n", "job", "queues", "NVMe/TCP MB/s", "NBD MB/s", "ratio", "NVMe CPU s/GB", "NBD CPU s/GB")
 	for _, queues := range []int{1, runtime.GOMAXPROCS(0)} {
 		for _, j := range jobs {
-			nv, err := nvmePair(queues, func(dk disk) (float64, error) { return measure(dk, j, d) })
+			nv, err := nvmePair(queues, func(dk disk) (result, error) { return measure(dk, j, d) })
 			if err != nil {
 				return fmt.Errorf("NVMe/TCP %s: %w", j.name, err)
 			}
-			nb, err := nbdPair(queues, func(dk disk) (float64, error) { return measure(dk, j, d) })
+			nb, err := nbdPair(queues, func(dk disk) (result, error) { return measure(dk, j, d) })
 			if err != nil {
 				return fmt.Errorf("NBD %s: %w", j.name, err)
 			}
-			fmt.Fprintf(out, "%-20s %-8d %12.1f %12.1f %7.2f\n", j.name, queues, nv/1e6, nb/1e6, nv/nb)
+			fmt.Fprintf(out, "%-20s %-8d %13.1f %12.1f %7.2f %14.3f %14.3f\n", j.name, queues, nv.bps/1e6, nb.bps/1e6, nv.bps/nb.bps, nv.cpuPerGB, nb.cpuPerGB)
 		}
 	}
 	return nil
 }
 
+// result is what measure finds: bytes per second, and CPU seconds (user
+// and system, of the whole process) per GB.
+type result struct {
+	bps, cpuPerGB float64
+}
+
+// cpuTime returns the CPU time the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // nvmePair serves a memory disk with tcp.Server and runs f on a tcp.Host.
-func nvmePair(queues int, f func(disk) (float64, error)) (float64, error) {
+func nvmePair(queues int, f func(disk) (result, error)) (result, error) {
 	const nqn = "nqn.2026-01.io.nhd:bench"
 	fab := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: nqn, Namespaces: []nvme.Namespace{{Backend: nbd.NewMemDisk(diskSize)}}}}}
 	srv := &tcp.Server{Fabric: fab}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	go srv.Serve(l)
 	defer srv.Close()
 	h, err := tcp.Dial(context.Background(), l.Addr().String(), nqn, &tcp.Config{IOQueues: queues, KeepAlive: -1})
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	defer h.Close()
 	return f(h)
@@ -97,36 +113,37 @@ func nvmePair(queues int, f func(disk) (float64, error)) (float64, error) {
 
 // nbdPair serves a memory disk with nbd.Server and runs f on an
 // nbd.Client with that many connections.
-func nbdPair(conns int, f func(disk) (float64, error)) (float64, error) {
+func nbdPair(conns int, f func(disk) (result, error)) (result, error) {
 	srv := &nbd.Server{Exports: []nbd.Export{{Backend: nbd.NewMemDisk(diskSize)}}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	go srv.Serve(l)
 	defer srv.Close()
 	c, err := nbd.Dial(context.Background(), "nbd://"+l.Addr().String()+"/", nbd.WithConnections(conns))
 	if err != nil {
-		return 0, err
+		return result{}, err
 	}
 	defer c.Close()
 	return f(c)
 }
 
 // measure runs j on dk for d from j.depth goroutines (after filling the
-// disk, so reads meet allocated memory) and returns bytes per second.
-func measure(dk disk, j job, d time.Duration) (float64, error) {
+// disk, so reads meet allocated memory) and returns bytes per second and
+// CPU seconds per GB.
+func measure(dk disk, j job, d time.Duration) (result, error) {
 	fill := make([]byte, 1<<20)
 	for off := int64(0); off < diskSize; off += int64(len(fill)) {
 		if _, err := dk.WriteAt(fill, off); err != nil {
-			return 0, err
+			return result{}, err
 		}
 	}
 	var ops atomic.Int64
 	var first atomic.Pointer[error]
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
-	begin := time.Now()
+	begin, cpu := time.Now(), cpuTime()
 	for g := range j.depth {
 		wg.Go(func() {
 			buf := make([]byte, j.size)
@@ -149,7 +166,9 @@ func measure(dk disk, j job, d time.Duration) (float64, error) {
 	}
 	wg.Wait()
 	if p := first.Load(); p != nil {
-		return 0, *p
+		return result{}, *p
 	}
-	return float64(ops.Load()) * float64(j.size) / time.Since(begin).Seconds(), nil
+	moved := float64(ops.Load()) * float64(j.size)
+	used := (cpuTime() - cpu).Seconds()
+	return result{bps: moved / time.Since(begin).Seconds(), cpuPerGB: used / max(moved/1e9, 1e-9)}, nil
 }

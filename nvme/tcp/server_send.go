@@ -121,7 +121,7 @@ func (c *conn) need(item uint32) int {
 	if item&^0xFFFF != kindResp {
 		return 1
 	}
-	return 3 + len(c.slots[uint16(item)].pieces)
+	return 3 + max(1, len(c.slots[uint16(item)].pieces)) // header, data, digest, CapsuleResp
 }
 
 // stage queues the PDUs of one item: an R2T, a completion (with its
