@@ -39,6 +39,7 @@ func (c *conn) readPayload(b []byte) error {
 	if n > 0 {
 		r.br.Read(b[:n]) // cannot fail: n bytes are buffered
 	}
+	c.src.retries = 0
 	if _, err := io.ReadFull((*directReader)(c.src), b[n:]); err != nil {
 		return noEOF(err)
 	}
