@@ -181,18 +181,35 @@ type Server struct {
 	// 0 means DefaultMaxInFlight.
 	MaxInFlight int
 	// MaxConns bounds the sessions (connections past their handshake)
-	// served at once; a connection accepted while all are taken is
-	// refused, told NBD_REP_ERR_SHUTDOWN with a message in answer to its
-	// first option. Connections that finish their handshakes together
+	// served at once. When all are taken, a connection that finishes its
+	// handshake takes the place of a session idle for EvictIdleAfter; a
+	// connection accepted while all are taken and none is idle that long
+	// is refused, told NBD_REP_ERR_SHUTDOWN with a message in answer to
+	// its first option. Connections that finish their handshakes together
 	// may pass it by at most MaxHandshakes. 0 means DefaultMaxConns.
 	MaxConns int
 	// MaxHandshakes bounds the connections in their handshake at once;
-	// when all are taken, a new connection pushes out (closes) the one
-	// that has been haggling longest. 0 means DefaultMaxHandshakes.
+	// when all are taken, a new connection pushes out the one that has
+	// been haggling longest: that one gives up its place at once, gets
+	// NBD_REP_ERR_SHUTDOWN with the reason in answer to the option it is
+	// sending or its next one, and is dropped within a second (at once
+	// when many are being told why already). 0 means
+	// DefaultMaxHandshakes.
 	MaxHandshakes int
 	// HandshakeTimeout bounds the option haggling of a connection; 0
 	// means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// EvictIdleAfter lets a connection that finishes its handshake while
+	// MaxConns sessions are served take the place of the session that has
+	// had no request in flight for longest, if for at least this long:
+	// that session is closed (its reader stops; nothing is in flight). So
+	// idle sessions cannot lock new clients out, at the price that a
+	// client idle that long on a full server loses its connection (a
+	// kernel client without reconnection then fails its next I/O; set
+	// MaxConns high enough for such clients, or disable eviction). 0
+	// means DefaultEvictIdleAfter; negative disables eviction, and a full
+	// server refuses new connections.
+	EvictIdleAfter time.Duration
 	// IdleTimeout closes a session that has had no request in flight and
 	// sent nothing for that long, or stalls that long in the payload of a
 	// request it sent while idle; 0 means never (a kernel client may
@@ -217,18 +234,19 @@ type Server struct {
 	budget   *serverBudget
 	names    []string // sorted, for NBD_OPT_LIST
 
-	mu          sync.Mutex
-	listeners   map[*net.Listener]struct{}
-	conns       map[*serverConn]bool // true: a session, false: a handshake
-	handshaking []*serverConn        // oldest first
-	sessions    int
-	refusing    chan struct{} // one token per refused connection being told why
-	refusals    serverLogLimit
-	evictions   serverLogLimit
-	failures    serverLogLimit
-	inShutdown  atomic.Bool
-	baseCtx     context.Context
-	cancel      context.CancelFunc
+	mu               sync.Mutex
+	listeners        map[*net.Listener]struct{}
+	conns            map[*serverConn]serverConnKind
+	handshaking      []*serverConn // oldest first
+	sessions         int
+	refusing         chan struct{} // one token per refused connection being told why
+	refusals         serverLogLimit
+	evictions        serverLogLimit
+	sessionEvictions serverLogLimit
+	failures         serverLogLimit
+	inShutdown       atomic.Bool
+	baseCtx          context.Context
+	cancel           context.CancelFunc
 }
 
 // serverExport is an Export with its capabilities resolved once.
@@ -254,7 +272,7 @@ func (s *Server) init() error {
 	s.initOnce.Do(func() {
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.listeners = make(map[*net.Listener]struct{})
-		s.conns = make(map[*serverConn]bool)
+		s.conns = make(map[*serverConn]serverConnKind)
 		s.refusing = make(chan struct{}, serverMaxRefusing)
 		s.bufs = newServerBuffers()
 		s.budget = &serverBudget{bufs: s.bufs, limit: s.BufferMemory}

@@ -182,6 +182,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan<- *serverSl
 			return nil
 		}
 		if err := r.readRequest(s); err != nil {
+			c.endRequest(s)
 			c.dropPayload(s)
 			c.srv.budget.unreserve(s.reserved)
 			s.reserved = 0
@@ -265,6 +266,8 @@ func (r *serverReader) readRequest(s *serverSlot) error {
 	if err := s.req.Parse(&s.hdr); err != nil {
 		return err // proto.md: bad magic, hard disconnect
 	}
+	c.active.Add(1)
+	s.counted = true
 	s.errno, s.msg, s.paged = 0, "", false
 	r.big = s.req.Type == CmdWrite && int(s.req.Length) >= br.Size()/2
 	if err := r.reserve(s); err != nil {
@@ -447,14 +450,27 @@ func (r *serverReader) watchIdle(idle bool) {
 		return
 	}
 	r.deadline = idle
-	if r.c.srv.inShutdown.Load() {
-		// Shutdown may have set its deadline before this one.
+	if r.c.srv.inShutdown.Load() || r.c.evicted.Load() {
+		// Shutdown or eviction may have set its deadline before this one.
 		nc.SetReadDeadline(time.Now())
 	}
 }
 
 // errServerIdle ends a session that was idle for IdleTimeout.
 var errServerIdle = fmt.Errorf("%w: idle timeout", errServerHangUp)
+
+// errServerEvicted ends an idle session closed to make room for a new one.
+var errServerEvicted = fmt.Errorf("%w: idle session evicted for a new connection", errServerHangUp)
+
+// endRequest marks the request of s ended for the idleness eviction
+// watches.
+func (c *serverConn) endRequest(s *serverSlot) {
+	if s.counted {
+		s.counted = false
+		c.lastActive.Store(time.Now().UnixNano())
+		c.active.Add(-1)
+	}
+}
 
 // readError classifies a failed read: a client gone between requests
 // (errServerHangUp) or a read stopped by Shutdown (errServerStopped) is a
@@ -463,6 +479,9 @@ func (c *serverConn) readError(err error, midRequest bool) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		if c.srv.inShutdown.Load() {
 			return errServerStopped
+		}
+		if c.evicted.Load() {
+			return errServerEvicted
 		}
 		if c.srv.IdleTimeout > 0 {
 			return errServerIdle

@@ -34,6 +34,9 @@ type serverSlot struct {
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
 	page  *[PageSize]byte // a whole-page write's payload, or nil
 	paged bool            // this request's payload is in page
+	// counted in serverConn.active: its header was read, its reply not
+	// yet written
+	counted bool
 	// bytes of the budget this request reserved, given back once its
 	// reply is written
 	reserved int64
