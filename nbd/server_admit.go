@@ -203,6 +203,9 @@ func (s *Server) untrackConn(c *serverConn) {
 		s.dropHandshake(c)
 	}
 	delete(s.conns, c)
+	if len(s.conns) == 0 {
+		s.budget.connsEnded()
+	}
 }
 
 // refuse tells nc why it is refused, on a goroutine of its own, or, when
