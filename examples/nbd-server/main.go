@@ -39,6 +39,10 @@
 // never), -max-inflight the requests served at once per connection,
 // -max-payload the largest read or write, and -buffer-memory the memory
 // for request payloads and read replies of all connections together.
+// With -free-os-memory (the default) the memory those buffers took goes
+// back to the system once they have been idle for a second, rather than
+// at the Go runtime's pace, so the resident size returns to its idle level
+// after a burst.
 //
 // It logs with log/slog to stderr (-v: every connection) and stops
 // cleanly on SIGINT or SIGTERM: it stops accepting, finishes the requests
@@ -92,6 +96,7 @@ type config struct {
 	evictIdleAfter                time.Duration
 	maxPayload, bufferMemory      string
 	verbose                       bool
+	freeOSMemory                  bool
 	grace                         time.Duration
 }
 
@@ -119,6 +124,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 64M)")
 	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
 	fs.BoolVar(&c.verbose, "v", false, "log connections (debug level)")
+	fs.BoolVar(&c.freeOSMemory, "free-os-memory", true, "return memory to the system as soon as the payload buffers go idle or the last client leaves (a forced garbage collection)")
 	fs.DurationVar(&c.grace, "shutdown-timeout", 30*time.Second, "how long a stop waits for requests in flight")
 }
 
@@ -254,6 +260,7 @@ func (c *config) server(export nbd.Export, log *slog.Logger) (*nbd.Server, error
 		EvictIdleAfter:   c.evictIdleAfter,
 		MaxPayload:       uint32(mp),
 		BufferMemory:     bm,
+		FreeOSMemory:     c.freeOSMemory,
 		RequireTLS:       c.tlsRequire || c.tlsCA != "",
 		Logger:           log,
 	}
