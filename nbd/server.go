@@ -209,7 +209,8 @@ type Server struct {
 	// EvictIdleAfter lets a connection that finishes its handshake while
 	// MaxConns sessions are served take the place of the session that has
 	// had no request in flight for longest, if for at least this long:
-	// that session is closed (its reader stops; nothing is in flight). So
+	// that session is closed (its reader stops; nothing is in flight, but
+	// a request arriving at that moment is dropped unanswered). So
 	// idle sessions cannot lock new clients out, at the price that a
 	// client idle that long on a full server loses its connection (a
 	// kernel client without reconnection then fails its next I/O; set

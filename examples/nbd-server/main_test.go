@@ -128,7 +128,7 @@ func TestFlagsReachServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if srv.MaxConns != 7 || srv.MaxHandshakes != 9 || srv.HandshakeTimeout != 3*time.Second ||
-		srv.IdleTimeout != time.Minute || srv.EvictIdleAfter != -time.Second || srv.BufferMemory != 64<<20 || srv.MaxPayload != 1<<20 {
+		srv.IdleTimeout != time.Minute || srv.EvictIdleAfter != -time.Second || !srv.FreeOSMemory || srv.BufferMemory != 64<<20 || srv.MaxPayload != 1<<20 {
 		t.Fatalf("server %+v", srv)
 	}
 }
