@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -106,7 +107,10 @@ func (d *serverHeldReadDisk) Size() int64                              { return 
 func TestServerEvictionNeedsIdleness(t *testing.T) {
 	const after = 300 * time.Millisecond
 	d := &serverHeldReadDisk{mem: NewMemDisk(1 << 20), gate: make(chan struct{})}
-	s := &Server{MaxConns: 2, EvictIdleAfter: after, Exports: []Export{{Backend: d}}}
+	var log bytes.Buffer
+	var lmu sync.Mutex
+	s := &Server{MaxConns: 2, EvictIdleAfter: after, Exports: []Export{{Backend: d}},
+		Logger: slog.New(slog.NewTextHandler(&serverLockedWriter{w: &log, mu: &lmu}, nil))}
 	path := serverTestStart(t, s)
 	quiet, busy := serverTestDial(t, path), serverTestDial(t, path)
 	quiet.negotiate("", false, false)
@@ -132,6 +136,12 @@ func TestServerEvictionNeedsIdleness(t *testing.T) {
 	}
 	if n := serverTestEOFs([]*serverRawClient{quiet}, 2*time.Second); n != 1 {
 		t.Fatal("the idle session was not closed")
+	}
+	lmu.Lock()
+	logged := log.String()
+	lmu.Unlock()
+	if !strings.Contains(logged, "idle sessions closed") || !strings.Contains(logged, "count=1") {
+		t.Fatalf("eviction not logged with a count:\n%s", logged)
 	}
 	refused("the busy session and a fresh one")
 	close(d.gate)
