@@ -155,7 +155,9 @@ type Export struct {
 // each once the first of its bytes has arrived: a client that sends a
 // WRITE header and stalls holds none, one that stalls mid-payload holds
 // what it has sent, rounded up to a buffer, until the connection ends
-// (with IdleTimeout set, that is bounded in time too).
+// (with IdleTimeout set, that is bounded in time too). If the writer let
+// past the budget is the one that stalls, writers waiting for buffers
+// wait for it to go on or leave.
 type Server struct {
 	// Exports are the exports served; names must be distinct.
 	Exports []Export
