@@ -136,19 +136,28 @@ type Export struct {
 // send, at most a few at a time). In steady state a request allocates
 // nothing.
 // Memory for request payloads and read replies is bounded by
-// BufferMemory, for all connections together (free buffers are let go
-// when the server has been idle for a second). A session adds a 64 KiB
-// read buffer and, per request in flight, up to about 64 KiB of scratch
-// space (extents, lent pieces, chunk headers); a handshake a few KiB. So
-// the server's memory, beyond its backends', is at most about
+// BufferMemory, for all connections together, plus the buffers of one
+// request of MaxPayload: when writers that each hold part of their
+// payload's buffers all wait for more, the one that has waited longest
+// may pass the budget by that much, so that it completes and the others
+// go on (free buffers are let go when the server has been idle for a
+// second). A session adds a 64 KiB read buffer and, per request in
+// flight, up to about 64 KiB of scratch space (extents, lent pieces,
+// chunk headers); a handshake a few KiB. So the server's memory, beyond
+// its backends', is at most about
 //
-//	BufferMemory + MaxConns x (64 KiB + MaxInFlight x 64 KiB)
+//	BufferMemory + MaxPayload + MaxConns x (64 KiB + MaxInFlight x 64 KiB)
 //	             + MaxHandshakes x 8 KiB
 //
-// (at the defaults, 128 MiB + 272 MiB at worst, a few MiB typically: the
-// scratch space grows only with what requests need). A client that sends
-// a WRITE header and then stalls holds its reservation until the
-// connection ends: with IdleTimeout set, that is bounded in time too.
+// (at the defaults, 192 MiB + 272 MiB at worst, a few MiB typically: the
+// scratch space grows only with what requests need). A WRITE takes its
+// buffers one at a time (64 KiB, or 1 MiB for a payload past 64 KiB),
+// each once the first of its bytes has arrived: a client that sends a
+// WRITE header and stalls holds none, one that stalls mid-payload holds
+// what it has sent, rounded up to a buffer, until the connection ends
+// (with IdleTimeout set, that is bounded in time too). If the writer let
+// past the budget is the one that stalls, writers waiting for buffers
+// wait for it to go on or leave.
 type Server struct {
 	// Exports are the exports served; names must be distinct.
 	Exports []Export
@@ -181,18 +190,36 @@ type Server struct {
 	// 0 means DefaultMaxInFlight.
 	MaxInFlight int
 	// MaxConns bounds the sessions (connections past their handshake)
-	// served at once; a connection accepted while all are taken is
-	// refused, told NBD_REP_ERR_SHUTDOWN with a message in answer to its
-	// first option. Connections that finish their handshakes together
+	// served at once. When all are taken, a connection that finishes its
+	// handshake takes the place of a session idle for EvictIdleAfter; a
+	// connection accepted while all are taken and none is idle that long
+	// is refused, told NBD_REP_ERR_SHUTDOWN with a message in answer to
+	// its first option. Connections that finish their handshakes together
 	// may pass it by at most MaxHandshakes. 0 means DefaultMaxConns.
 	MaxConns int
 	// MaxHandshakes bounds the connections in their handshake at once;
-	// when all are taken, a new connection pushes out (closes) the one
-	// that has been haggling longest. 0 means DefaultMaxHandshakes.
+	// when all are taken, a new connection pushes out the one that has
+	// been haggling longest: that one gives up its place at once, gets
+	// NBD_REP_ERR_SHUTDOWN with the reason in answer to the option it is
+	// sending or its next one, and is dropped within a second (at once
+	// when many are being told why already). 0 means
+	// DefaultMaxHandshakes.
 	MaxHandshakes int
 	// HandshakeTimeout bounds the option haggling of a connection; 0
 	// means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// EvictIdleAfter lets a connection that finishes its handshake while
+	// MaxConns sessions are served take the place of the session that has
+	// had no request in flight for longest, if for at least this long:
+	// that session is closed (its reader stops; nothing is in flight, but
+	// a request arriving at that moment is dropped unanswered). So
+	// idle sessions cannot lock new clients out, at the price that a
+	// client idle that long on a full server loses its connection (a
+	// kernel client without reconnection then fails its next I/O; set
+	// MaxConns high enough for such clients, or disable eviction). 0
+	// means DefaultEvictIdleAfter; negative disables eviction, and a full
+	// server refuses new connections.
+	EvictIdleAfter time.Duration
 	// IdleTimeout closes a session that has had no request in flight and
 	// sent nothing for that long, or stalls that long in the payload of a
 	// request it sent while idle; 0 means never (a kernel client may
@@ -201,10 +228,26 @@ type Server struct {
 	// BufferMemory bounds the memory of the buffers that hold request
 	// payloads and read replies, for all connections together; 0 means
 	// DefaultBufferMemory. A request reserves its buffers (whole 64 KiB
-	// or 1 MiB buffers) before it takes any, and waits while the budget
-	// has no room; its reservation ends once its reply is written. It
-	// must hold a request of MaxPayload.
+	// or 1 MiB buffers) before it takes them, a read all at once, a write
+	// one at a time as its payload arrives, and waits while the budget
+	// has no room; its reservation ends once its reply is written. One
+	// request at a time, the one waiting longest, may pass the budget by
+	// the buffers of one request of MaxPayload. It must hold a request of
+	// MaxPayload.
 	BufferMemory int64
+
+	// FreeOSMemory makes the server return the process's free memory to
+	// the system (runtime/debug.FreeOSMemory: a forced garbage collection
+	// and scavenge) once its payload buffers have gone unused for a
+	// second and been let go, or its last connection has ended. Without
+	// it the buffers let go become garbage that the Go runtime collects
+	// and returns at its own pace: the next collection may be minutes
+	// away in a process that allocates little, so the resident memory
+	// stays near its peak. Set it in a program whose memory is mostly the
+	// server's (examples/nbd-server does); leave it unset where a forced
+	// collection, a whole-process cost, should be the program's own
+	// choice.
+	FreeOSMemory bool
 
 	// Logger receives connection events at Debug level and failures at
 	// Warn; nil discards them.
@@ -217,18 +260,19 @@ type Server struct {
 	budget   *serverBudget
 	names    []string // sorted, for NBD_OPT_LIST
 
-	mu          sync.Mutex
-	listeners   map[*net.Listener]struct{}
-	conns       map[*serverConn]bool // true: a session, false: a handshake
-	handshaking []*serverConn        // oldest first
-	sessions    int
-	refusing    chan struct{} // one token per refused connection being told why
-	refusals    serverLogLimit
-	evictions   serverLogLimit
-	failures    serverLogLimit
-	inShutdown  atomic.Bool
-	baseCtx     context.Context
-	cancel      context.CancelFunc
+	mu               sync.Mutex
+	listeners        map[*net.Listener]struct{}
+	conns            map[*serverConn]serverConnKind
+	handshaking      []*serverConn // oldest first
+	sessions         int
+	refusing         chan struct{} // one token per refused connection being told why
+	refusals         serverLogLimit
+	evictions        serverLogLimit
+	sessionEvictions serverLogLimit
+	failures         serverLogLimit
+	inShutdown       atomic.Bool
+	baseCtx          context.Context
+	cancel           context.CancelFunc
 }
 
 // serverExport is an Export with its capabilities resolved once.
@@ -254,10 +298,10 @@ func (s *Server) init() error {
 	s.initOnce.Do(func() {
 		s.baseCtx, s.cancel = context.WithCancel(context.Background())
 		s.listeners = make(map[*net.Listener]struct{})
-		s.conns = make(map[*serverConn]bool)
+		s.conns = make(map[*serverConn]serverConnKind)
 		s.refusing = make(chan struct{}, serverMaxRefusing)
 		s.bufs = newServerBuffers()
-		s.budget = &serverBudget{bufs: s.bufs, limit: s.BufferMemory}
+		s.budget = &serverBudget{bufs: s.bufs, limit: s.BufferMemory, extra: serverNeed(int64(s.maxPayload())), release: s.FreeOSMemory}
 		if s.budget.limit == 0 {
 			s.budget.limit = DefaultBufferMemory
 		}
@@ -273,10 +317,7 @@ func (s *Server) resolveExports() error {
 	if err := s.checkClientAuth(); err != nil {
 		return err
 	}
-	maxPayload := s.MaxPayload
-	if maxPayload == 0 {
-		maxPayload = DefaultServerMaxPayload
-	}
+	maxPayload := s.maxPayload()
 	if maxPayload > 1<<31 {
 		// A READ reply chunk carries 8 bytes of offset in a u32 length.
 		return fmt.Errorf("nbd: Server.MaxPayload %d above 2 GiB", maxPayload)
@@ -404,6 +445,13 @@ func (s *Server) maxInFlight() int {
 		return s.MaxInFlight
 	}
 	return DefaultMaxInFlight
+}
+
+func (s *Server) maxPayload() uint32 {
+	if s.MaxPayload > 0 {
+		return s.MaxPayload
+	}
+	return DefaultServerMaxPayload
 }
 
 func (s *Server) maxConns() int {

@@ -17,13 +17,29 @@ import (
 // HandshakeTimeout; when all are taken, a new connection pushes out the
 // one that has been haggling longest (a client that completes its
 // handshake promptly is never the oldest for long). A session holds one
-// of MaxConns places until it ends (IdleTimeout ends idle ones); a
-// connection accepted while all are taken is refused with a reason
-// (NBD_REP_ERR_SHUTDOWN and a message, in answer to its first option).
-// Refusals and failures are logged at most once a second, with a count.
+// of MaxConns places until it ends (IdleTimeout ends idle ones). When
+// all are taken, a connection that finishes its handshake takes the place
+// of the session idle longest (no request in flight for EvictIdleAfter or
+// more), which is closed; a connection accepted while all are taken and
+// none is idle that long is refused with a reason (NBD_REP_ERR_SHUTDOWN
+// and a message, in answer to its first option). Refusals, evictions and
+// failures are logged at most once a second, with a count.
 
 // DefaultMaxHandshakes is the default of Server.MaxHandshakes.
 const DefaultMaxHandshakes = 128
+
+// DefaultEvictIdleAfter is the default of Server.EvictIdleAfter.
+const DefaultEvictIdleAfter = time.Second
+
+// serverConnKind is what a connection counts as in Server.conns.
+type serverConnKind uint8
+
+const (
+	serverKindHandshake serverConnKind = iota // holds a MaxHandshakes place
+	serverKindSession                         // holds a MaxConns place
+	serverKindEvicted                         // a session closing, its place given up
+	serverKindPushedOut                       // a handshake told to end, its place given up
+)
 
 // ErrServerFull is returned by ServeConn for a connection refused because
 // MaxConns sessions are being served.
@@ -54,43 +70,113 @@ func (s *Server) admit(c *serverConn) (refused string) {
 	if s.inShutdown.Load() {
 		return "server shutting down"
 	}
-	if s.sessions >= s.maxConns() {
+	if s.sessions >= s.maxConns() && s.idlest(time.Now()) == nil {
 		return "server full: " + strconv.Itoa(s.sessions) + " sessions"
 	}
 	for len(s.handshaking) >= s.maxHandshakes() {
 		old := s.handshaking[0]
 		s.handshaking = s.handshaking[1:]
-		if old.closeIfHandshaking() {
+		s.conns[old] = serverKindPushedOut
+		if old.pushOut() {
 			s.evictions.note(s.logger(), "nbd: handshakes pushed out by newer connections", "max_handshakes", s.maxHandshakes())
 		}
 	}
-	s.conns[c] = false
+	s.conns[c] = serverKindHandshake
 	s.handshaking = append(s.handshaking, c)
 	return ""
 }
 
-// closeIfHandshaking closes c if it is still haggling: one that has
-// just finished its handshake is left to start its session.
-func (c *serverConn) closeIfHandshaking() bool {
+// serverPushedOutReason is what a handshake pushed out is told.
+const serverPushedOutReason = "pushed out by newer connections: too many handshakes at once"
+
+// pushOut ends c's handshake if it is still haggling (one that has just
+// finished is left to start its session): c no longer holds a
+// MaxHandshakes place, and is given serverShutdownOptionGrace to read
+// NBD_REP_ERR_SHUTDOWN in answer to the option it is sending or its next
+// one, then dropped; when serverMaxRefusing connections are being told
+// already, it is closed at once. Call with c.srv.mu held.
+func (c *serverConn) pushOut() bool {
 	c.cmu.Lock()
 	defer c.cmu.Unlock()
 	if c.state != serverStateHandshake {
 		return false
 	}
-	c.netc.Close()
+	select {
+	case c.srv.refusing <- struct{}{}:
+		c.goodbye = true
+	default:
+		c.netc.Close()
+		return true
+	}
+	c.pushedOut.Store(true)
+	if at := time.Now().Add(serverShutdownOptionGrace); c.stopAt.IsZero() || at.Before(c.stopAt) {
+		c.stopAt = at
+	}
+	if !c.hsDeadline.IsZero() {
+		c.netc.SetDeadline(c.handshakeDeadline())
+	}
 	return true
 }
 
-// startSession moves c from the handshakes to the sessions.
+// startSession moves c from the handshakes to the sessions, closing the
+// session idle longest if all places are taken and one has been idle for
+// EvictIdleAfter.
 func (s *Server) startSession(c *serverConn) {
+	c.lastActive.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.conns[c]; !ok {
 		return
 	}
+	if s.sessions >= s.maxConns() {
+		if old := s.idlest(time.Now()); old != nil {
+			s.conns[old] = serverKindEvicted
+			s.sessions--
+			old.evict()
+			s.sessionEvictions.note(s.logger(), "nbd: idle sessions closed for newer connections", "max_conns", s.maxConns())
+		}
+	}
 	s.dropHandshake(c)
-	s.conns[c] = true
+	s.conns[c] = serverKindSession
 	s.sessions++
+}
+
+func (s *Server) evictIdleAfter() time.Duration {
+	if s.EvictIdleAfter != 0 {
+		return s.EvictIdleAfter
+	}
+	return DefaultEvictIdleAfter
+}
+
+// idlest returns the session that has had no request in flight for
+// longest, if for EvictIdleAfter or more, or nil. Call with s.mu held.
+func (s *Server) idlest(now time.Time) *serverConn {
+	after := s.evictIdleAfter()
+	if after < 0 {
+		return nil
+	}
+	var best *serverConn
+	oldest := now.Add(-after).UnixNano()
+	for c, kind := range s.conns {
+		if kind != serverKindSession || c.active.Load() != 0 {
+			continue
+		}
+		if t := c.lastActive.Load(); t <= oldest {
+			best, oldest = c, t
+		}
+	}
+	return best
+}
+
+// evict stops c's session: its reader stops reading requests (a read
+// deadline in the past), then c closes as when Shutdown stops it.
+func (c *serverConn) evict() {
+	c.evicted.Store(true)
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	if c.state == serverStateTransmission {
+		c.netc.SetReadDeadline(time.Now())
+	}
 }
 
 // dropHandshake forgets c as a handshake. Call with s.mu held.
@@ -106,16 +192,20 @@ func (s *Server) dropHandshake(c *serverConn) {
 func (s *Server) untrackConn(c *serverConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	session, ok := s.conns[c]
+	kind, ok := s.conns[c]
 	if !ok {
 		return
 	}
-	if session {
+	switch kind {
+	case serverKindSession:
 		s.sessions--
-	} else {
+	case serverKindHandshake:
 		s.dropHandshake(c)
 	}
 	delete(s.conns, c)
+	if len(s.conns) == 0 {
+		s.budget.connsEnded()
+	}
 }
 
 // refuse tells nc why it is refused, on a goroutine of its own, or, when

@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -96,6 +97,25 @@ func (b *serverBuffers) trim() {
 	b.mu.Unlock()
 }
 
+// trimFor makes room for buffers of n bytes: it lets go the free buffers
+// and pages that a request of n bytes does not take, and keeps the free
+// buffers it takes, to be reused rather than allocated again (letting
+// them go would only make garbage). So buffers that exist stay covered
+// by reservations: a new buffer is allocated only when its pool has none
+// free.
+func (b *serverBuffers) trimFor(n int64) {
+	if n <= serverSmallBuf {
+		b.large.Trim(0)
+		return
+	}
+	b.small.Trim(0)
+	b.mu.Lock()
+	b.pageCount -= int64(len(b.pages))
+	clear(b.pages)
+	b.pages = b.pages[:0]
+	b.mu.Unlock()
+}
+
 func newServerBuffers() *serverBuffers {
 	pool := func(size int) *zerocopy.Pool {
 		p, err := zerocopy.NewPoolConfig(zerocopy.Config{Size: size, Headroom: serverHeadroom})
@@ -129,15 +149,24 @@ const DefaultBufferMemory = 128 << 20
 const serverBufferIdle = time.Second
 
 // serverBudget bounds the memory of the server's payload buffers: every
-// request that needs buffers reserves, before it takes any, the bytes of
-// the buffers it may take (serverNeed), and gives them back once its reply
-// is written; a reservation past the limit waits. In use, buffers are
-// covered by reservations; free buffers (in the pools, and pages) are
-// let go when a reservation would bring the total past the limit, and
-// when the pools have gone unused for serverBufferIdle.
+// request that needs buffers reserves the bytes of each buffer before it
+// takes it (a read its whole reply's at once, serverNeed; a write one
+// buffer at a time as its payload arrives), and gives them all back once
+// its reply is written; a reservation past the limit waits. In use,
+// buffers are covered by reservations; free buffers (in the pools, and
+// pages) are let go when a reservation would bring the total past the
+// limit, and when the pools have gone unused for serverBufferIdle.
+//
+// A write holding part of its buffers may wait for the rest, so writers
+// could each hold part of the budget and all wait for the others. So one
+// request at a time, the one that has waited longest ("privileged"), may
+// go past the limit by up to extra (the buffers of a request of
+// MaxPayload) until its reply is written: it never waits, finishes, and
+// gives its buffers back. At worst the buffers take limit + extra.
 type serverBudget struct {
 	bufs  *serverBuffers
 	limit int64
+	extra int64
 
 	mu       sync.Mutex
 	reserved int64
@@ -146,6 +175,16 @@ type serverBudget struct {
 	timer    *time.Timer   // the idle check, armed while buffers exist
 	armed    bool
 	lastGets int64
+
+	// Tickets of the requests waiting, oldest first, and the privileged
+	// one's (0: none). A request takes a ticket when it first waits and
+	// keeps it until its reservation ends.
+	queue   []uint64
+	tickets uint64
+	priv    uint64
+
+	release bool // Server.FreeOSMemory
+	dirty   bool // memory let go since the last release
 }
 
 // serverNeed returns the reservation of a payload of n bytes: the
@@ -160,15 +199,27 @@ func serverNeed(n int64) int64 {
 	return (n + serverLargeBuf - 1) / serverLargeBuf * serverLargeBuf
 }
 
-// reserve reserves n bytes, waiting while the budget has no room: first
-// calling before (if not nil) once, so the caller puts down what others
-// may wait for, then until reservations end or ctx is done.
-func (b *serverBudget) reserve(ctx context.Context, n int64, before func()) error {
+// reserve adds n bytes to the reservation of the request holding ticket
+// (*ticket is 0 until it first waits), waiting while the budget has no
+// room: first calling before (if not nil) once, so the caller puts down
+// what others may wait for, then until reservations end or ctx is done.
+func (b *serverBudget) reserve(ctx context.Context, n int64, ticket *uint64, before func()) error {
 	if n == 0 {
 		return nil
 	}
 	b.mu.Lock()
-	for b.reserved+n > b.limit {
+	for !b.fits(n, *ticket) {
+		if *ticket == 0 {
+			b.tickets++
+			*ticket = b.tickets
+		}
+		if !b.queued(*ticket) {
+			b.queue = append(b.queue, *ticket)
+		}
+		if b.priv == 0 && b.queue[0] == *ticket {
+			b.priv = *ticket
+			continue
+		}
 		if b.wake == nil {
 			b.wake = make(chan struct{})
 		}
@@ -188,26 +239,62 @@ func (b *serverBudget) reserve(ctx context.Context, n int64, before func()) erro
 		b.mu.Lock()
 		b.waiters--
 		if err != nil {
+			b.dequeue(*ticket)
 			b.mu.Unlock()
 			return err
 		}
 	}
+	b.dequeue(*ticket)
 	b.reserved += n
 	if b.reserved > b.limit/2 && b.bufs.allocated()+n > b.limit {
-		b.bufs.trim()
+		b.bufs.trimFor(n)
 	}
 	b.arm()
 	b.mu.Unlock()
 	return nil
 }
 
-// unreserve ends a reservation of n bytes.
-func (b *serverBudget) unreserve(n int64) {
-	if n == 0 {
+// fits reports whether n more bytes fit the budget for the request
+// holding ticket. Call with b.mu held.
+func (b *serverBudget) fits(n int64, ticket uint64) bool {
+	if ticket != 0 && ticket == b.priv {
+		return b.reserved+n <= b.limit+b.extra
+	}
+	return b.reserved+n <= b.limit
+}
+
+// queued reports whether ticket waits. Call with b.mu held.
+func (b *serverBudget) queued(ticket uint64) bool {
+	for _, t := range b.queue {
+		if t == ticket {
+			return true
+		}
+	}
+	return false
+}
+
+// dequeue forgets ticket as a waiter. Call with b.mu held.
+func (b *serverBudget) dequeue(ticket uint64) {
+	for i, t := range b.queue {
+		if t == ticket {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// unreserve ends the reservation, of n bytes, of the request holding
+// ticket, and clears the ticket.
+func (b *serverBudget) unreserve(n int64, ticket *uint64) {
+	if n == 0 && *ticket == 0 {
 		return
 	}
 	b.mu.Lock()
 	b.reserved -= n
+	if *ticket != 0 && *ticket == b.priv {
+		b.priv = 0
+	}
+	*ticket = 0
 	if b.waiters > 0 && b.wake != nil {
 		close(b.wake)
 		b.wake = nil
@@ -229,20 +316,43 @@ func (b *serverBudget) arm() {
 }
 
 // idleCheck lets the free buffers go when none was taken since the last
-// check, and checks again later while any buffer exists.
+// check, and checks again later while any buffer exists. Once none
+// does, with release set and memory let go since the last time (buffers,
+// or connections ended), it returns the process's free memory to the
+// system.
 func (b *serverBudget) idleCheck() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	gets := b.bufs.gets()
 	if gets == b.lastGets {
+		if b.bufs.allocated() > 0 {
+			b.dirty = true
+		}
 		b.bufs.trim()
 	}
 	b.lastGets = gets
-	if b.reserved == 0 && b.bufs.allocated() == 0 {
-		b.armed = false
+	if b.reserved != 0 || b.bufs.allocated() != 0 {
+		b.timer.Reset(serverBufferIdle)
+		b.mu.Unlock()
 		return
 	}
-	b.timer.Reset(serverBufferIdle)
+	b.armed = false
+	free := b.release && b.dirty
+	b.dirty = false
+	b.mu.Unlock()
+	if free {
+		debug.FreeOSMemory()
+	}
+}
+
+// connsEnded notes that the last connection ended: what it held is
+// returned to the system at the next idle check, with release set.
+func (b *serverBudget) connsEnded() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.release {
+		b.dirty = true
+		b.arm()
+	}
 }
 
 // BufferStats is a snapshot of a Server's payload buffers (Server.BufferStats).

@@ -62,6 +62,17 @@ type serverConn struct {
 	opt []byte // option data, reused
 	rep []byte // option reply, reused
 
+	// Idleness, for eviction: requests in flight (header read, reply not
+	// yet written), when the last one ended (or the session began), and
+	// whether the session was chosen to make room.
+	active     atomic.Int32
+	lastActive atomic.Int64 // Unix nanoseconds
+	evicted    atomic.Bool
+	// pushedOut: newer connections took this handshake's place; goodbye:
+	// it holds a Server.refusing token while it says why (c.cmu).
+	pushedOut atomic.Bool
+	goodbye   bool
+
 	writeNs atomic.Int64 // moving average of backend write time
 	readNs  atomic.Int64 // moving average of a read's service time, reply included
 }
@@ -146,6 +157,10 @@ func (c *serverConn) serve() error {
 	c.cmu.Lock()
 	c.state = serverStateDone
 	nc := c.netc
+	if c.goodbye {
+		c.goodbye = false
+		<-c.srv.refusing
+	}
 	c.cmu.Unlock()
 	nc.Close()
 	switch {
@@ -230,7 +245,10 @@ func (c *serverConn) option(h OptionHeader) (done bool, err error) {
 		return false, &ProtocolError{Msg: "option " + h.Option.String() + " without fixed newstyle"}
 	}
 	if c.srv.inShutdown.Load() {
-		return c.optShuttingDown(h)
+		return c.optShuttingDown(h, "server shutting down")
+	}
+	if c.pushedOut.Load() {
+		return c.optShuttingDown(h, serverPushedOutReason)
 	}
 	if c.srv.RequireTLS && !c.tlsUp {
 		switch h.Option {
@@ -268,11 +286,12 @@ func (c *serverConn) option(h OptionHeader) (done bool, err error) {
 	return false, c.reply(h.Option, RepErrUnsup, "")
 }
 
-// optShuttingDown answers an option received once Shutdown has begun.
+// optShuttingDown answers an option received once Shutdown has begun, or
+// once the handshake was pushed out, with why.
 // proto.md: the server "SHOULD error further options received (other
 // than an NBD_OPT_ABORT) with NBD_REP_ERR_SHUTDOWN", and the client MUST
 // then abort. EXPORT_NAME cannot be answered with an error: hang up.
-func (c *serverConn) optShuttingDown(h OptionHeader) (bool, error) {
+func (c *serverConn) optShuttingDown(h OptionHeader, why string) (bool, error) {
 	switch h.Option {
 	case OptAbort:
 		c.reply(h.Option, RepAck, "")
@@ -280,7 +299,7 @@ func (c *serverConn) optShuttingDown(h OptionHeader) (bool, error) {
 	case OptExportName:
 		return false, fmt.Errorf("nbd: NBD_OPT_EXPORT_NAME while shutting down: %w", errServerHangUp)
 	}
-	return false, c.reply(h.Option, RepErrShutdown, "server shutting down")
+	return false, c.reply(h.Option, RepErrShutdown, why)
 }
 
 // reply sends an option reply with a message (for errors) or no data.

@@ -76,7 +76,8 @@ func (c *serverConn) sent(q *serverSlot) {
 	q.reply.Release()
 	q.tail.Release() // empty, unless a structured read's runs missed bytes
 	c.dropPayload(q) // of a write that was not served
-	c.srv.budget.unreserve(q.reserved)
+	c.endRequest(q)
+	c.srv.budget.unreserve(q.reserved, &q.ticket)
 	q.reserved = 0
 	if q.lent[1] > 0 {
 		clear(q.pieces) // keep no piece alive

@@ -9,8 +9,6 @@ import (
 	"os"
 	"syscall"
 	"time"
-
-	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // The reading side of transmission: request headers and write payloads,
@@ -40,6 +38,8 @@ type serverSockReader struct {
 	pending func() bool
 	flush   func()
 	try     func(fd uintptr) bool // r.read, bound once
+	tryPeek func(fd uintptr) bool // r.peek, bound once
+	one     [1]byte               // peek's buffer
 
 	p       []byte
 	n       int
@@ -62,6 +62,7 @@ func newServerSockReader(nc net.Conn, pending func() bool, flush func()) *server
 	}
 	r := &serverSockReader{rc: rc, pending: pending, flush: flush}
 	r.try = r.read
+	r.tryPeek = r.peek
 	return r
 }
 
@@ -90,6 +91,45 @@ func (r *serverSockReader) read(fd uintptr) bool {
 		}
 		r.err = err
 		return true
+	}
+}
+
+// peek waits for the socket to be readable: a byte to read, or its end.
+func (r *serverSockReader) peek(fd uintptr) bool {
+	for {
+		n, err := serverRawPeek(fd, r.one[:])
+		switch err {
+		case nil:
+			if n == 0 {
+				r.err = io.EOF
+			}
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if r.pending() {
+				r.blocked = true
+				return true
+			}
+			return false // park until readable
+		}
+		r.err = err
+		return true
+	}
+}
+
+// wait returns once the socket has bytes to read, without reading them,
+// writing the replies held back if it has to wait.
+func (r *serverSockReader) wait() error {
+	for {
+		r.err, r.blocked = nil, false
+		if err := r.rc.Read(r.tryPeek); err != nil {
+			return err
+		}
+		if !r.blocked {
+			return r.err
+		}
+		r.flush()
 	}
 }
 
@@ -126,7 +166,6 @@ func (r *serverSockReader) Read(p []byte) (int, error) {
 type serverReader struct {
 	c    *serverConn
 	ts   *serverTransmitState
-	work chan<- *serverSlot
 	rd   io.Reader         // the connection, or sock
 	sock *serverSockReader // nil without a descriptor
 	br   *bufio.Reader     // over rd
@@ -140,8 +179,8 @@ type serverReader struct {
 	direct  bool // Read reads a payload straight from rd once br is empty
 }
 
-func (c *serverConn) newServerReader(ts *serverTransmitState, work chan<- *serverSlot) *serverReader {
-	r := &serverReader{c: c, ts: ts, work: work, rd: c.netc, idle: c.srv.IdleTimeout}
+func (c *serverConn) newServerReader(ts *serverTransmitState) *serverReader {
+	r := &serverReader{c: c, ts: ts, rd: c.netc, idle: c.srv.IdleTimeout}
 	r.sock = newServerSockReader(c.netc, r.pending, r.release)
 	if r.sock != nil {
 		r.rd = r.sock
@@ -168,8 +207,8 @@ func (r *serverReader) release() {
 // readRequests reads request headers and write payloads into free slots
 // and hands them to the workers. It returns nil on NBD_CMD_DISC, on a
 // client that hangs up between requests, and when Shutdown stops it.
-func (c *serverConn) readRequests(ts *serverTransmitState, work chan<- *serverSlot) error {
-	r := c.newServerReader(ts, work)
+func (c *serverConn) readRequests(ts *serverTransmitState) error {
+	r := c.newServerReader(ts)
 	defer r.release()
 	for {
 		s, err := r.nextSlot()
@@ -182,8 +221,9 @@ func (c *serverConn) readRequests(ts *serverTransmitState, work chan<- *serverSl
 			return nil
 		}
 		if err := r.readRequest(s); err != nil {
+			c.endRequest(s)
 			c.dropPayload(s)
-			c.srv.budget.unreserve(s.reserved)
+			c.srv.budget.unreserve(s.reserved, &s.ticket)
 			s.reserved = 0
 			ts.free <- s
 			if err == errServerStopped {
@@ -265,6 +305,8 @@ func (r *serverReader) readRequest(s *serverSlot) error {
 	if err := s.req.Parse(&s.hdr); err != nil {
 		return err // proto.md: bad magic, hard disconnect
 	}
+	c.active.Add(1)
+	s.counted = true
 	s.errno, s.msg, s.paged = 0, "", false
 	r.big = s.req.Type == CmdWrite && int(s.req.Length) >= br.Size()/2
 	if err := r.reserve(s); err != nil {
@@ -281,26 +323,37 @@ func (r *serverReader) readRequest(s *serverSlot) error {
 }
 
 // reserve reserves the budget of the buffers s may take, before any is
-// taken: a write's payload, a read's reply (unless sent from a Lender's
-// memory), a block status reply. A request past the maximum payload
-// takes none: it is refused. While it waits, the reader writes the
-// replies it holds back: their requests' reservations end once written.
+// taken: a read's reply (unless sent from a Lender's memory), a block
+// status reply. A write reserves its buffers one at a time as its
+// payload arrives (reservePiece); a request past the maximum payload
+// takes none: it is refused.
 func (r *serverReader) reserve(s *serverSlot) error {
 	c := r.c
 	var n int64
 	switch s.req.Type {
-	case CmdWrite, CmdRead:
-		if s.req.Length <= c.export.maxPayload && !(s.req.Type == CmdRead && c.lend) {
+	case CmdRead:
+		if s.req.Length <= c.export.maxPayload && !c.lend {
 			n = serverNeed(int64(s.req.Length))
 		}
 	case CmdBlockStatus:
 		n = serverSmallBuf
 	}
-	s.reserved = n
+	s.reserved = 0
+	return r.reservePiece(s, n)
+}
+
+// reservePiece adds n bytes to the reservation of s. While it waits, the
+// reader writes the replies it holds back: their requests' reservations
+// end once written.
+func (r *serverReader) reservePiece(s *serverSlot, n int64) error {
 	if n == 0 {
 		return nil
 	}
-	return c.srv.budget.reserve(c.ctx, n, r.release)
+	if err := r.c.srv.budget.reserve(r.c.ctx, n, &s.ticket, r.release); err != nil {
+		return err
+	}
+	s.reserved += n
+	return nil
 }
 
 // readWrite reads the payload of write s: into a page the backend takes
@@ -324,13 +377,18 @@ func (r *serverReader) readWrite(s *serverSlot) error {
 	case c.takesPage(s):
 		// A whole page of a PageTaker: read it into a page of its own,
 		// which the backend keeps instead of copying it.
-		s.page = c.srv.bufs.getPage()
-		s.paged = true
-		err = r.readPayload(s.page[:])
+		if err = r.awaitPayload(); err == nil {
+			err = r.reservePiece(s, serverNeed(PageSize))
+		}
+		if err == nil {
+			s.page = c.srv.bufs.getPage()
+			s.paged = true
+			err = r.readPayload(s.page[:])
+		}
 	default:
 		// Into pooled buffers, one at a time as the payload arrives.
 		s.data.Init(c.srv.bufs.pool(int64(l)))
-		err = r.readPayloadBuffers(&s.data, int64(l))
+		err = r.readPayloadBuffers(s, int64(l))
 	}
 	if err != nil {
 		return c.readError(err, true)
@@ -357,7 +415,7 @@ func (r *serverReader) dispatch(s *serverSlot) {
 	if !r.holding {
 		r.holding = c.takePen(r.ts)
 	}
-	r.work <- s
+	r.c.toWorker(r.ts, s)
 }
 
 // inline decides whether the reader serves s itself, nothing more being
@@ -393,14 +451,46 @@ func (r *serverReader) readPayload(p []byte) error {
 }
 
 // readPayloadBuffers reads a payload of n bytes into new buffers at the
-// end of m.
-func (r *serverReader) readPayloadBuffers(m *zerocopy.Message, n int64) error {
+// end of s.data, one buffer at a time, each reserved once the first of
+// its bytes has arrived: a client that stalls holds the buffers of what
+// it has sent, no more.
+func (r *serverReader) readPayloadBuffers(s *serverSlot, n int64) error {
 	r.startPayload(int(min(n, 1<<30)))
 	defer r.endPayload()
-	_, err := m.ReadFromN(r, n)
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
+	piece := int64(serverSmallBuf)
+	if n > serverSmallBuf {
+		piece = serverLargeBuf
 	}
+	for n > 0 {
+		k := min(n, piece)
+		if err := r.awaitPayload(); err != nil {
+			return err
+		}
+		if err := r.reservePiece(s, piece); err != nil {
+			return err
+		}
+		if _, err := s.data.ReadFromN(r, k); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// awaitPayload returns once the next bytes of a payload have arrived
+// (or the connection fails), without reading them from the socket.
+func (r *serverReader) awaitPayload() error {
+	switch {
+	case r.br.Buffered() > 0:
+		return nil
+	case r.sock != nil:
+		return r.sock.wait()
+	}
+	r.release() // Peek may block
+	_, err := r.br.Peek(1)
 	return err
 }
 
@@ -447,14 +537,27 @@ func (r *serverReader) watchIdle(idle bool) {
 		return
 	}
 	r.deadline = idle
-	if r.c.srv.inShutdown.Load() {
-		// Shutdown may have set its deadline before this one.
+	if r.c.srv.inShutdown.Load() || r.c.evicted.Load() {
+		// Shutdown or eviction may have set its deadline before this one.
 		nc.SetReadDeadline(time.Now())
 	}
 }
 
 // errServerIdle ends a session that was idle for IdleTimeout.
 var errServerIdle = fmt.Errorf("%w: idle timeout", errServerHangUp)
+
+// errServerEvicted ends an idle session closed to make room for a new one.
+var errServerEvicted = fmt.Errorf("%w: idle session evicted for a new connection", errServerHangUp)
+
+// endRequest marks the request of s ended for the idleness eviction
+// watches.
+func (c *serverConn) endRequest(s *serverSlot) {
+	if s.counted {
+		s.counted = false
+		c.lastActive.Store(time.Now().UnixNano())
+		c.active.Add(-1)
+	}
+}
 
 // readError classifies a failed read: a client gone between requests
 // (errServerHangUp) or a read stopped by Shutdown (errServerStopped) is a
@@ -463,6 +566,9 @@ func (c *serverConn) readError(err error, midRequest bool) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		if c.srv.inShutdown.Load() {
 			return errServerStopped
+		}
+		if c.evicted.Load() {
+			return errServerEvicted
 		}
 		if c.srv.IdleTimeout > 0 {
 			return errServerIdle

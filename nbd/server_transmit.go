@@ -34,9 +34,13 @@ type serverSlot struct {
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
 	page  *[PageSize]byte // a whole-page write's payload, or nil
 	paged bool            // this request's payload is in page
+	// counted in serverConn.active: its header was read, its reply not
+	// yet written
+	counted bool
 	// bytes of the budget this request reserved, given back once its
-	// reply is written
+	// reply is written, and its place among the budget's waiters
 	reserved int64
+	ticket   uint64
 
 	// A read sent from a Lender's memory: the pieces lent, as the reply's
 	// views, and the range lent, until the reply is written.
@@ -69,6 +73,13 @@ func (s *serverSlot) chunkHeaders(n int) []byte {
 type serverTransmitState struct {
 	free chan *serverSlot
 
+	// The workers, started as requests need them, up to MaxInFlight:
+	// an idle session costs no goroutine but its reader's.
+	work    chan *serverSlot
+	wg      sync.WaitGroup
+	waiting atomic.Int32 // workers waiting for work
+	started int          // by the reader
+
 	wmu     sync.Mutex
 	writing bool
 	werr    error
@@ -78,7 +89,8 @@ type serverTransmitState struct {
 }
 
 // transmit serves requests until the client disconnects or the session
-// fails. This goroutine reads requests; MaxInFlight workers serve them.
+// fails. This goroutine reads requests; up to MaxInFlight workers serve
+// them.
 func (c *serverConn) transmit() error {
 	c.srv.startSession(c)
 	n := c.srv.maxInFlight()
@@ -89,31 +101,46 @@ func (c *serverConn) transmit() error {
 		spare: make([]*serverSlot, 0, n),
 		batch: zerocopy.NewBatch(c.netc),
 	}
-	work := make(chan *serverSlot, n)
+	ts.work = make(chan *serverSlot, n)
 	for i := range slots {
 		slots[i].ext = make([]Extent, 0, 64)
 		slots[i].runs = make([]serverRun, 0, serverMaxReadRuns)
 		ts.free <- &slots[i]
 	}
-	var wg sync.WaitGroup
-	wg.Add(n)
-	for range n {
-		go func() {
-			defer wg.Done()
-			for s := range work {
-				c.handle(ts, s) // its reply returns s to ts.free
-			}
-		}()
-	}
-	err := c.readRequests(ts, work)
-	close(work)
-	wg.Wait()
+	err := c.readRequests(ts)
+	close(ts.work)
+	ts.wg.Wait()
 	if err == nil {
 		ts.wmu.Lock()
 		err = ts.werr
 		ts.wmu.Unlock()
 	}
 	return err
+}
+
+// toWorker hands s to a worker, starting one if none is free to take it
+// and fewer than MaxInFlight run. Called by the reader only.
+func (c *serverConn) toWorker(ts *serverTransmitState, s *serverSlot) {
+	if ts.started < cap(ts.work) && int(ts.waiting.Load()) <= len(ts.work) {
+		ts.started++
+		ts.wg.Add(1)
+		go c.worker(ts)
+	}
+	ts.work <- s
+}
+
+// worker serves the requests handed to it until the session ends.
+func (c *serverConn) worker(ts *serverTransmitState) {
+	defer ts.wg.Done()
+	for {
+		ts.waiting.Add(1)
+		s, ok := <-ts.work
+		ts.waiting.Add(-1)
+		if !ok {
+			return
+		}
+		c.handle(ts, s) // its reply returns s to ts.free
+	}
 }
 
 // handle serves one request and sends its reply.

@@ -31,13 +31,18 @@
 // client-cert.pem and client-key.pem.
 //
 // The limits are nbd.Server's, each 0 for its default: -max-conns bounds
-// the sessions (connections past their handshake; more are refused with
-// a reason), -max-handshakes the connections still in their handshake (a
+// the sessions (connections past their handshake; when all are taken, a
+// new client takes the place of the session idle longest, if idle for
+// -evict-idle-after, else it is refused with a reason), -max-handshakes the connections still in their handshake (a
 // new one pushes out the oldest), -handshake-timeout how long a handshake
 // may take, -idle-timeout how long a session may sit idle (default
 // never), -max-inflight the requests served at once per connection,
 // -max-payload the largest read or write, and -buffer-memory the memory
 // for request payloads and read replies of all connections together.
+// With -free-os-memory (the default) the memory those buffers took goes
+// back to the system once they have been idle for a second, rather than
+// at the Go runtime's pace, so the resident size returns to its idle level
+// after a burst.
 //
 // It logs with log/slog to stderr (-v: every connection) and stops
 // cleanly on SIGINT or SIGTERM: it stops accepting, finishes the requests
@@ -88,8 +93,10 @@ type config struct {
 	maxInFlight, maxConns         int
 	maxHandshakes                 int
 	handshakeTimeout, idleTimeout time.Duration
+	evictIdleAfter                time.Duration
 	maxPayload, bufferMemory      string
 	verbose                       bool
+	freeOSMemory                  bool
 	grace                         time.Duration
 }
 
@@ -113,9 +120,11 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxHandshakes, "max-handshakes", 0, "connections in their handshake at once; a new one pushes out the oldest (0: default 128)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 0, "how long a connection may take to finish its handshake (0: default 30s)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 0, "close a session idle for this long (0: never)")
+	fs.DurationVar(&c.evictIdleAfter, "evict-idle-after", 0, "when -max-conns sessions are served, a new client takes the place of the session idle longest if idle this long, closing it (0: default 1s; negative: never, refuse the new client)")
 	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 64M)")
 	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
 	fs.BoolVar(&c.verbose, "v", false, "log connections (debug level)")
+	fs.BoolVar(&c.freeOSMemory, "free-os-memory", true, "return memory to the system as soon as the payload buffers go idle or the last client leaves (a forced garbage collection)")
 	fs.DurationVar(&c.grace, "shutdown-timeout", 30*time.Second, "how long a stop waits for requests in flight")
 }
 
@@ -248,8 +257,10 @@ func (c *config) server(export nbd.Export, log *slog.Logger) (*nbd.Server, error
 		MaxHandshakes:    c.maxHandshakes,
 		HandshakeTimeout: c.handshakeTimeout,
 		IdleTimeout:      c.idleTimeout,
+		EvictIdleAfter:   c.evictIdleAfter,
 		MaxPayload:       uint32(mp),
 		BufferMemory:     bm,
+		FreeOSMemory:     c.freeOSMemory,
 		RequireTLS:       c.tlsRequire || c.tlsCA != "",
 		Logger:           log,
 	}
