@@ -1,22 +1,40 @@
 package aoe
 
 import (
+	"errors"
 	"fmt"
 	"net"
-	"os"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
+// ErrClosed is returned by a PacketConn's methods after Close.
+var ErrClosed = errors.New("aoe: transport closed")
+
+// closePoll is how often a ReadFrame blocked on an idle wire looks for a
+// Close: the longest Close waits.
+const closePoll = 100 * time.Millisecond
+
 // PacketConn is a Transport on a Linux network interface: an AF_PACKET
 // raw socket bound to the AoE EtherType on that interface (it needs
 // CAP_NET_RAW). A socket bound to one EtherType sees only frames the
-// interface receives, not those this host sends. It goes through Go's
-// network poller, so Close wakes a blocked ReadFrame.
+// interface receives, not those this host sends; FilterAddresses narrows
+// that to the frames of the Target's own disks, in the kernel.
+//
+// Its methods are blocking system calls, as in vblade's loop: a frame
+// costs one system call to read and one to write, without a round
+// through Go's network poller. A ReadFrame on an idle wire wakes every
+// closePoll to see whether Close was called, so Close returns within
+// that time. ReadFrame, WriteFrame and Close may be called concurrently.
 type PacketConn struct {
-	f   *os.File
-	mac MAC
-	mtu int
+	fd     int
+	mac    MAC
+	mtu    int
+	mu     sync.RWMutex // held for reading during each system call on fd
+	closed atomic.Bool
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -30,7 +48,7 @@ func ListenPacket(iface string) (*PacketConn, error) {
 	if len(ifi.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("aoe: %s is not an Ethernet interface", iface)
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, int(htons(EtherType)))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(EtherType)))
 	if err != nil {
 		return nil, fmt.Errorf("aoe: packet socket: %w", err)
 	}
@@ -39,25 +57,90 @@ func ListenPacket(iface string) (*PacketConn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("aoe: bind %s: %w", iface, err)
 	}
+	tv := unix.NsecToTimeval(closePoll.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("aoe: receive timeout: %w", err)
+	}
 	// Room for a burst of an initiator's window of full frames.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 64*(ifi.MTU+14))
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 64*(ifi.MTU+14))
-	p := &PacketConn{f: os.NewFile(uintptr(fd), "aoe:"+iface), mtu: ifi.MTU}
+	p := &PacketConn{fd: fd, mtu: ifi.MTU}
 	copy(p.mac[:], ifi.HardwareAddr)
 	return p, nil
 }
 
-// ReadFrame reads one frame.
-func (p *PacketConn) ReadFrame(b []byte) (int, error) { return p.f.Read(b) }
+// ReadFrame reads one frame, waiting for it as long as the PacketConn is
+// open.
+func (p *PacketConn) ReadFrame(b []byte) (int, error) {
+	for {
+		p.mu.RLock()
+		if p.closed.Load() {
+			p.mu.RUnlock()
+			return 0, ErrClosed
+		}
+		n, err := unix.Read(p.fd, b)
+		p.mu.RUnlock()
+		switch {
+		case err == nil:
+			return n, nil
+		case err != unix.EAGAIN && err != unix.EINTR:
+			return 0, fmt.Errorf("aoe: read: %w", err)
+		}
+	}
+}
 
 // WriteFrame sends one frame on the interface.
 func (p *PacketConn) WriteFrame(b []byte) error {
-	_, err := p.f.Write(b)
-	return err
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	for {
+		_, err := unix.Write(p.fd, b)
+		if err != unix.EINTR {
+			if err != nil {
+				return fmt.Errorf("aoe: write: %w", err)
+			}
+			return nil
+		}
+	}
+}
+
+// FilterAddresses attaches a socket filter that drops, in the kernel,
+// responses and the frames addressed to none of addrs.
+func (p *PacketConn) FilterAddresses(addrs []Address) error {
+	prog, err := addressFilter(addrs)
+	if err != nil {
+		return err
+	}
+	f := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		f[i] = unix.SockFilter{Code: in.Code, Jt: in.JT, Jf: in.JF, K: in.K}
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	fp := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
+	if err := unix.SetsockoptSockFprog(p.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fp); err != nil {
+		return fmt.Errorf("aoe: socket filter: %w", err)
+	}
+	return nil
 }
 
 func (p *PacketConn) MAC() MAC { return p.mac }
 func (p *PacketConn) MTU() int { return p.mtu }
 
-// Close closes the socket.
-func (p *PacketConn) Close() error { return p.f.Close() }
+// Close makes ReadFrame return ErrClosed and closes the socket once no
+// call is using it (within closePoll).
+func (p *PacketConn) Close() error {
+	if p.closed.Swap(true) {
+		return ErrClosed
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return unix.Close(p.fd)
+}

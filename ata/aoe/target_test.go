@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -76,9 +77,13 @@ type rig struct {
 
 // startRig serves e0.1 with two ATA devices on a memory backend, and
 // consumes the startup announcement.
-func startRig(t *testing.T) *rig {
+func startRig(t *testing.T) *rig { return startRigHosts(t, 2) }
+
+// startRigHosts is startRig with n ATA devices: with one, the target runs
+// ATA commands on its reading goroutine; with more, on workers.
+func startRigHosts(t *testing.T, n int) *rig {
 	mem := &memBackend{data: make([]byte, testSectors*512)}
-	d, err := NewDisk(0, 1, testInfo(), mem, 2)
+	d, err := NewDisk(0, 1, testInfo(), mem, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +195,12 @@ func TestTargetIdentify(t *testing.T) {
 }
 
 func TestTargetReadWrite(t *testing.T) {
-	r := startRig(t)
+	for _, hosts := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d hosts", hosts), func(t *testing.T) { testReadWrite(t, startRigHosts(t, hosts)) })
+	}
+}
+
+func testReadWrite(t *testing.T, r *rig) {
 	data := make([]byte, 1024)
 	for i := range data {
 		data[i] = byte(i*13 + 7)

@@ -18,3 +18,22 @@ type Transport interface {
 	// Close makes ReadFrame return an error.
 	Close() error
 }
+
+// Address is a target's shelf (major) and slot (minor).
+type Address struct {
+	Shelf uint16
+	Slot  uint8
+}
+
+// AddressFilter is implemented by a Transport that can drop, before
+// ReadFrame sees them, the frames a Target ignores: responses (frames
+// with FlagResponse, other targets' replies) and requests addressed to
+// none of its disks. PacketConn does it in the kernel with a socket
+// filter, so that the traffic of other targets on the same interface
+// (vblade, another Target) costs this one no reads. Target.Serve calls
+// FilterAddresses once, before the first ReadFrame; a Transport that
+// cannot filter returns an error and delivers every frame, which the
+// Target then sorts itself.
+type AddressFilter interface {
+	FilterAddresses(addrs []Address) error
+}
