@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,12 @@ var ErrClosed = errors.New("aoe: transport closed")
 // closePoll is how often a ReadFrame blocked on an idle wire looks for a
 // Close: the longest Close waits.
 const closePoll = 100 * time.Millisecond
+
+// epoch is the origin of PacketConn.yielded, on the monotonic clock.
+var epoch = time.Now()
+
+// yieldEvery is how often ReadFrame lets the scheduler run (see yield).
+const yieldEvery = 5 * time.Millisecond
 
 // PacketConn is a Transport on a Linux network interface: an AF_PACKET
 // raw socket bound to the AoE EtherType on that interface (it needs
@@ -35,6 +42,9 @@ type PacketConn struct {
 	mtu    int
 	mu     sync.RWMutex // held for reading during each system call on fd
 	closed atomic.Bool
+	// yielded is when ReadFrame last called runtime.Gosched, in
+	// nanoseconds since epoch.
+	yielded atomic.Int64
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -73,6 +83,7 @@ func ListenPacket(iface string) (*PacketConn, error) {
 // ReadFrame reads one frame, waiting for it as long as the PacketConn is
 // open.
 func (p *PacketConn) ReadFrame(b []byte) (int, error) {
+	p.yield()
 	for {
 		p.mu.RLock()
 		if p.closed.Load() {
@@ -87,6 +98,18 @@ func (p *PacketConn) ReadFrame(b []byte) (int, error) {
 		case err != unix.EAGAIN && err != unix.EINTR:
 			return 0, fmt.Errorf("aoe: read: %w", err)
 		}
+	}
+}
+
+// yield gives the scheduler a turn every yieldEvery. A goroutine that
+// only ever blocks in system calls never reaches a scheduling point, and
+// Go's sysmon treats one that has not for 10 ms as running too long: it
+// preempts it and hands its P to another thread, again and again while
+// frames flow.
+func (p *PacketConn) yield() {
+	now := time.Since(epoch).Nanoseconds()
+	if last := p.yielded.Load(); now-last >= yieldEvery.Nanoseconds() && p.yielded.CompareAndSwap(last, now) {
+		runtime.Gosched()
 	}
 }
 
