@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,7 +46,33 @@ type PacketConn struct {
 	// yielded is when ReadFrame last called runtime.Gosched, in
 	// nanoseconds since epoch.
 	yielded atomic.Int64
+	rd, wr  mmsg // ReadFrames' and WriteFrames' message vectors
 }
+
+// mmsg is the message vector of one recvmmsg or sendmmsg caller, kept
+// for reuse: one message of one buffer per frame.
+type mmsg struct {
+	mu   sync.Mutex
+	msgs []unix.Mmsghdr
+	iovs []unix.Iovec
+}
+
+// set points the vector at frames and returns its messages.
+func (m *mmsg) set(frames [][]byte) []unix.Mmsghdr {
+	if len(m.msgs) < len(frames) {
+		m.msgs = make([]unix.Mmsghdr, len(frames))
+		m.iovs = make([]unix.Iovec, len(frames))
+	}
+	for i, f := range frames {
+		m.iovs[i] = unix.Iovec{Base: unsafe.SliceData(f)}
+		m.iovs[i].SetLen(len(f))
+		m.msgs[i] = unix.Mmsghdr{Hdr: unix.Msghdr{Iov: &m.iovs[i], Iovlen: 1}}
+	}
+	return m.msgs[:len(frames)]
+}
+
+// clear drops the vector's pointers to the caller's buffers.
+func (m *mmsg) clear() { clear(m.iovs) }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
@@ -99,6 +126,59 @@ func (p *PacketConn) ReadFrame(b []byte) (int, error) {
 			return 0, fmt.Errorf("aoe: read: %w", err)
 		}
 	}
+}
+
+// ReadFrames waits for a frame like ReadFrame and returns it with the
+// frames already queued behind it, up to len(bufs), in one recvmmsg.
+func (p *PacketConn) ReadFrames(bufs [][]byte, lens []int) (int, error) {
+	p.yield()
+	p.rd.mu.Lock()
+	defer p.rd.mu.Unlock()
+	msgs := p.rd.set(bufs)
+	for {
+		p.mu.RLock()
+		if p.closed.Load() {
+			p.mu.RUnlock()
+			return 0, ErrClosed
+		}
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&msgs[0])),
+			uintptr(len(msgs)), unix.MSG_WAITFORONE, 0, 0)
+		p.mu.RUnlock()
+		switch {
+		case errno == 0:
+			for i := range int(n) {
+				lens[i] = int(msgs[i].Len)
+			}
+			p.rd.clear()
+			return int(n), nil
+		case errno != unix.EAGAIN && errno != unix.EINTR:
+			return 0, fmt.Errorf("aoe: read: %w", errno)
+		}
+	}
+}
+
+// WriteFrames sends frames in order, as many per sendmmsg as it takes.
+func (p *PacketConn) WriteFrames(frames [][]byte) error {
+	p.wr.mu.Lock()
+	defer p.wr.mu.Unlock()
+	msgs := p.wr.set(frames)
+	defer p.wr.clear()
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for len(msgs) > 0 {
+		if p.closed.Load() {
+			return ErrClosed
+		}
+		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&msgs[0])),
+			uintptr(len(msgs)), 0, 0, 0)
+		switch {
+		case errno == 0:
+			msgs = msgs[n:]
+		case errno != unix.EINTR:
+			return fmt.Errorf("aoe: write: %w", errno)
+		}
+	}
+	return nil
 }
 
 // yield gives the scheduler a turn every yieldEvery. A goroutine that

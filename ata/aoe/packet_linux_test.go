@@ -94,6 +94,35 @@ func TestPacketConnVeth(t *testing.T) {
 			t.Fatalf("got tag %d from %v (%d bytes), want tag %d", h.Tag, h.Src, n, want)
 		}
 	}
+	// In batches: three frames in one WriteFrames, the two for e0.1
+	// read back by ReadFrames, however the kernel splits them.
+	frames := make([][]byte, 3)
+	for i, minor := range []uint8{1, 9, 1} {
+		frames[i] = make([]byte, MinFrameSize+i)
+		(&Header{Dst: tgt.MAC(), Src: ini.MAC(), Version: Version, Minor: minor, Tag: uint32(10 + i)}).Put(frames[i])
+	}
+	if err := ini.WriteFrames(frames); err != nil {
+		t.Fatal(err)
+	}
+	bufs, lens := [][]byte{make([]byte, 1514), make([]byte, 1514), make([]byte, 1514)}, make([]int, 3)
+	var got []uint32
+	for len(got) < 2 {
+		n, err := tgt.ReadFrames(bufs, lens)
+		if err != nil || n < 1 {
+			t.Fatalf("ReadFrames: %d, %v", n, err)
+		}
+		for i := range n {
+			var h Header
+			if ParseHeader(bufs[i][:lens[i]], &h) != nil || lens[i] != MinFrameSize+int(h.Tag-10) {
+				t.Fatalf("frame %d: %x", i, bufs[i][:lens[i]])
+			}
+			got = append(got, h.Tag)
+		}
+	}
+	if len(got) != 2 || got[0] != 10 || got[1] != 12 {
+		t.Fatalf("ReadFrames got tags %v, want [10 12]", got)
+	}
+
 	read := make(chan error, 1)
 	go func() {
 		_, err := tgt.ReadFrame(buf)

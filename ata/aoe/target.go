@@ -39,7 +39,7 @@ type Target struct {
 	maxSectors int
 	frameSize  int
 	free       chan *request // requests with their frame buffers, reused
-	reply      []byte        // the reading goroutine's reply frame
+	b          batch         // the reading goroutine's frames and replies
 }
 
 type request struct {
@@ -80,18 +80,19 @@ func (t *Target) Serve(ctx context.Context) error {
 		t.announce(d)
 	}
 	for {
-		r := <-t.free
-		n, err := t.Transport.ReadFrame(r.buf[:cap(r.buf)])
+		n, err := t.read()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		r.buf = r.buf[:n]
-		if !t.handle(r) {
-			t.free <- r
+		for i, r := range t.b.reqs[:n] {
+			if t.handle(r) {
+				t.b.reqs[i] = <-t.free // r is a worker's now
+			}
 		}
+		t.flush()
 	}
 }
 
@@ -99,7 +100,7 @@ func (t *Target) init() error {
 	if t.Transport == nil || len(t.Disks) == 0 {
 		return errors.New("aoe: target needs a transport and a disk")
 	}
-	buffers := 1
+	buffers := 0
 	for _, d := range t.Disks {
 		if err := d.validate(); err != nil {
 			return err
@@ -114,7 +115,7 @@ func (t *Target) init() error {
 		return errors.New("aoe: MTU too small for one sector")
 	}
 	t.frameSize = max(14+t.Transport.MTU(), MinFrameSize)
-	t.reply = make([]byte, t.frameSize)
+	t.b = newBatch(t.frameSize)
 	t.free = make(chan *request, buffers)
 	for range buffers {
 		t.free <- &request{buf: make([]byte, 0, t.frameSize)}
@@ -165,7 +166,8 @@ func (t *Target) queueATA(d *Disk, r *request) bool {
 		return false
 	}
 	if d.queue == nil {
-		t.runATA(d, d.Hosts[0], r, t.reply)
+		reply := t.replyBuf()
+		t.b.out = append(t.b.out, reply[:t.runATA(d, d.Hosts[0], r, reply)])
 		return false
 	}
 	select {
@@ -181,19 +183,19 @@ func (t *Target) queueATA(d *Disk, r *request) bool {
 func (t *Target) work(d *Disk, host *ata.Host) {
 	reply := make([]byte, t.frameSize)
 	for r := range d.queue {
-		t.runATA(d, host, r, reply)
+		n := t.runATA(d, host, r, reply)
+		if err := t.Transport.WriteFrame(reply[:n]); err != nil {
+			t.log("aoe: write", "err", err)
+		}
 		t.free <- r
 	}
 }
 
-// runATA executes r's ATA command on host and sends the reply, built in
-// reply.
-func (t *Target) runATA(d *Disk, host *ata.Host, r *request, reply []byte) {
+// runATA executes r's ATA command on host and builds the reply in reply,
+// returning its length.
+func (t *Target) runATA(d *Disk, host *ata.Host, r *request, reply []byte) int {
 	r.h.Reply(t.mac, d.Shelf, d.Slot)
-	n := execATA(host, r.buf, &r.h, &r.a, reply, t.maxSectors)
-	if err := t.Transport.WriteFrame(reply[:n]); err != nil {
-		t.log("aoe: write", "err", err)
-	}
+	return execATA(host, r.buf, &r.h, &r.a, reply, t.maxSectors)
 }
 
 // addresses lists the shelf.slot of every disk, for an AddressFilter.

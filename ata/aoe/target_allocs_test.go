@@ -36,13 +36,14 @@ func ataPath(tb testing.TB, frame []byte) func() int {
 	if err := tg.init(); err != nil {
 		tb.Fatal(err)
 	}
-	r := <-tg.free
+	r := tg.b.reqs[0]
 	r.buf = append(r.buf[:0], frame...)
 	return func() int {
 		out.last = nil
 		if tg.handle(r) {
 			tb.Fatal("request queued, want it run at once")
 		}
+		tg.flush()
 		var a ATAArg
 		if ParseATAArg(out.last, &a); a.CmdStatus != 0x50 {
 			tb.Fatalf("status %#x error %#x", a.CmdStatus, a.ErrFeature)

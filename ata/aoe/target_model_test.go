@@ -39,7 +39,7 @@ func newSyncTarget(tb fataler, sectors uint64) (*syncTarget, *memBackend) {
 
 // do hands frame to the target and returns the frames it sent.
 func (s *syncTarget) do(frame []byte) [][]byte {
-	r := <-s.tg.free
+	r := s.tg.b.reqs[0]
 	r.buf = append(r.buf[:0], frame...)
 	if len(r.buf) > s.tg.frameSize {
 		r.buf = r.buf[:s.tg.frameSize]
@@ -47,7 +47,7 @@ func (s *syncTarget) do(frame []byte) [][]byte {
 	if s.tg.handle(r) {
 		s.tb.Fatal("a one-host disk queued a request")
 	}
-	s.tg.free <- r
+	s.tg.flush()
 	var out [][]byte
 	for {
 		select {

@@ -364,3 +364,81 @@ func TestTargetBroadcastQuery(t *testing.T) {
 		t.Errorf("buffer count %x", f[HeaderSize:HeaderSize+2])
 	}
 }
+
+// batchPipe is a pipe with ReadFrames and WriteFrames; it records the
+// size of each WriteFrames.
+type batchPipe struct {
+	*pipe
+	mu     sync.Mutex
+	writes []int
+}
+
+func (p *batchPipe) ReadFrames(bufs [][]byte, lens []int) (int, error) {
+	n, err := p.ReadFrame(bufs[0])
+	if err != nil {
+		return 0, err
+	}
+	lens[0] = n
+	for i := 1; i < len(bufs); i++ {
+		select {
+		case f := <-p.in:
+			lens[i] = copy(bufs[i], f)
+		default:
+			return i, nil
+		}
+	}
+	return len(bufs), nil
+}
+
+func (p *batchPipe) WriteFrames(frames [][]byte) error {
+	p.mu.Lock()
+	p.writes = append(p.writes, len(frames))
+	p.mu.Unlock()
+	for _, f := range frames {
+		p.WriteFrame(f)
+	}
+	return nil
+}
+
+// A BatchTransport gets the frames queued before the target reads in one
+// ReadFrames, and the replies of a one-host disk in one WriteFrames, in
+// order.
+func TestTargetBatch(t *testing.T) {
+	mem := &memBackend{data: make([]byte, testSectors*512)}
+	for i := range mem.data {
+		mem.data[i] = byte(i / 512)
+	}
+	d, err := NewDisk(0, 1, testInfo(), mem, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &batchPipe{pipe: newPipe(1500)}
+	r := &rig{t: t, p: p.pipe, disk: d, mem: mem}
+	const n = 5
+	for range n {
+		r.send(initiatorMAC, CmdATA, ataReq(ATAExtended, 0x24, 1, uint64(r.tag+1), nil))
+	}
+	tg := &Target{Transport: p, Disks: []*Disk{d}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tg.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	r.recv() // the announcement
+	for tag := uint32(1); tag <= n; tag++ {
+		_, f := r.reply(initiatorMAC, tag)
+		var a ATAArg
+		if ParseATAArg(f, &a); a.CmdStatus != 0x50 || len(f) != ATADataOffset+512 || f[ATADataOffset] != byte(tag) {
+			t.Fatalf("tag %d: status %#x, %d bytes, sector byte %d", tag, a.CmdStatus, len(f), f[ATADataOffset])
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.writes) != 1 || p.writes[0] != n {
+		t.Errorf("WriteFrames calls of %v frames, want one of %d", p.writes, n)
+	}
+}

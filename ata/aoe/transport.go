@@ -37,3 +37,19 @@ type Address struct {
 type AddressFilter interface {
 	FilterAddresses(addrs []Address) error
 }
+
+// BatchTransport is implemented by a Transport that moves several frames
+// per system call (PacketConn: recvmmsg and sendmmsg). The Target reads
+// up to a batch of frames at once, runs them, and sends the replies it
+// built in one call; a Transport without it moves one frame per call.
+type BatchTransport interface {
+	Transport
+	// ReadFrames waits for at least one frame and reads the frames
+	// already there, up to len(bufs): frame i into bufs[i], its length
+	// in lens[i] (len(lens) >= len(bufs)). It returns how many it read.
+	// The Target calls it from one goroutine.
+	ReadFrames(bufs [][]byte, lens []int) (int, error)
+	// WriteFrames sends each of frames as one frame, in order. It must
+	// not retain them.
+	WriteFrames(frames [][]byte) error
+}
