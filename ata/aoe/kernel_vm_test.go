@@ -90,7 +90,8 @@ func ext4Magic(t *testing.T, r io.ReaderAt) uint16 {
 
 // TestKernelInitiator puts Linux's aoe driver in a QEMU guest whose NIC is
 // a -netdev dgram socket, and serves it two disks from a Target in this
-// process: e0.1 on a file, e0.2 on an NBD export (host → AoE → ATA device
+// process: e0.1 on a file, its commands run on the reading goroutine (one
+// ATA host), e0.2 on an NBD export, on four workers (host → AoE → ATA device
 // → NBD client → nbd.Server). Each gets the guest's raw dd and the
 // filesystem steps (ext4, e2fsck -f -n clean, checksums).
 func TestKernelInitiator(t *testing.T) {
@@ -112,7 +113,7 @@ func TestKernelInitiator(t *testing.T) {
 	info := func(serial string) ata.DeviceInfo {
 		return ata.DeviceInfo{Model: "NHD AoE VM test", Serial: serial, Firmware: "t", Sectors: vmDiskSize / 512, WriteCache: true}
 	}
-	fileDisk, err := aoe.NewDisk(0, 1, info("e0.1"), f, 4)
+	fileDisk, err := aoe.NewDisk(0, 1, info("e0.1"), f, 1) // run on the reading goroutine
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,9 @@ import (
 // commands of a Disk with several Hosts run on one goroutine per Host,
 // concurrently, for backends with latency to hide (an NBD export).
 // Replies go out from the goroutine that built them. If the Transport
-// implements AddressFilter, Serve first asks it to drop the frames
+// is a BatchTransport, the reading goroutine reads the frames queued at
+// once in one call and sends the replies it built for them in one call.
+// If it implements AddressFilter, Serve first asks it to drop the frames
 // addressed to no disk. In steady state no request allocates: frame
 // buffers come from a fixed pool. The same ATA command may arrive twice
 // (Linux retransmits with a new tag), and each arrival is executed.
