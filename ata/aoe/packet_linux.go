@@ -131,6 +131,9 @@ func (p *PacketConn) ReadFrame(b []byte) (int, error) {
 // ReadFrames waits for a frame like ReadFrame and returns it with the
 // frames already queued behind it, up to len(bufs), in one recvmmsg.
 func (p *PacketConn) ReadFrames(bufs [][]byte, lens []int) (int, error) {
+	if len(bufs) == 0 {
+		return 0, nil
+	}
 	p.yield()
 	p.rd.mu.Lock()
 	defer p.rd.mu.Unlock()
@@ -172,8 +175,10 @@ func (p *PacketConn) WriteFrames(frames [][]byte) error {
 		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&msgs[0])),
 			uintptr(len(msgs)), 0, 0, 0)
 		switch {
-		case errno == 0:
+		case errno == 0 && n > 0:
 			msgs = msgs[n:]
+		case errno == 0:
+			return errors.New("aoe: write: sendmmsg sent nothing")
 		case errno != unix.EINTR:
 			return fmt.Errorf("aoe: write: %w", errno)
 		}
