@@ -13,9 +13,12 @@ const DefaultBufferCount = 16
 
 // Disk is one shelf.slot address served by a Target: ATA devices over the
 // same storage, each driven through its registers by its own ata.Host.
-// The Target runs up to len(Hosts) ATA commands of the disk at once, one
-// per Host, and queues up to BufferCount more. Each Host's Port must be a
-// distinct device (settings such as SET FEATURES stay per device).
+// With one Host, the Target runs the disk's ATA commands one at a time on
+// its reading goroutine, and the outstanding ones wait in the Transport
+// (a socket's receive buffer); with several, it runs up to len(Hosts) at
+// once, one per Host, and queues up to BufferCount more. Each Host's Port
+// must be a distinct device (settings such as SET FEATURES stay per
+// device).
 //
 // Set the fields before Target.Serve and do not change them after; the
 // config string, MAC mask list and reservation list are the Target's to

@@ -11,9 +11,13 @@
 // The target: a Target serves Disks (shelf.slot addresses) over a
 // Transport. Each disk's ATA commands run through the registers of
 // ata.Devices, driven by ata.Hosts as a host driver would, so the device's
-// state machine decides every status and error; PacketConn carries frames
-// on a Linux interface (AF_PACKET) and UnixgramConn over a unix datagram
-// socket such as QEMU's -netdev dgram.
+// state machine decides every status and error. A disk with one ata.Host
+// runs its commands on the goroutine that reads the frames (vblade's
+// design, the least work per frame); one with several runs them on a
+// goroutine per Host. PacketConn carries frames on a Linux interface
+// (AF_PACKET, blocking system calls, batches of frames per recvmmsg and
+// sendmmsg, other targets' frames dropped by a socket filter) and
+// UnixgramConn over a unix datagram socket such as QEMU's -netdev dgram.
 //
 // What Linux's initiator needs, in short: replies with R set and the
 // target's own shelf.slot, the request's tag echoed; ATA failures as ATA

@@ -3,16 +3,14 @@ package aoe_test
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,49 +27,11 @@ const (
 	aoeMTU     = 9000
 	guestMAC   = "52:54:00:12:34:56"
 	vmDiskSize = 128 << 20
-	ddMiB      = 16
 )
 
-// rates collects the guest's dd figures per target, for the side-by-side
-// log line (never asserted: the machine is shared).
-type rates struct {
-	mu   sync.Mutex
-	rows map[string][2]string // target -> write, read
-	keys []string
-}
-
-var ddRate = regexp.MustCompile(`copied, ([0-9.]+) s, ([0-9.]+ [kMG]?B/s)`)
-
-func (r *rates) record(target string, read bool) func(*testing.T, string) {
-	return func(t *testing.T, out string) {
-		m := ddRate.FindStringSubmatch(out)
-		if m == nil {
-			t.Errorf("no rate in dd's output:\n%s", out)
-			return
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.rows == nil {
-			r.rows = map[string][2]string{}
-		}
-		row, ok := r.rows[target]
-		if !ok {
-			r.keys = append(r.keys, target)
-		}
-		row[map[bool]int{false: 0, true: 1}[read]] = m[2]
-		r.rows[target] = row
-	}
-}
-
-func (r *rates) log(t *testing.T) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "guest dd, %d MiB, O_DIRECT, 1 MiB blocks (one TCG run on a shared machine; compare columns within a run only):\n", ddMiB)
-	fmt.Fprintf(&b, "%-34s %12s %12s\n", "target", "write", "read")
-	for _, k := range r.keys {
-		fmt.Fprintf(&b, "%-34s %12s %12s\n", k, r.rows[k][0], r.rows[k][1])
-	}
-	t.Log(b.String())
-}
+// vbladePairs is how many times TestKernelInitiatorVsVblade runs each
+// target's dd write and read, alternating the targets.
+var vbladePairs = flag.Int("aoe.pairs", 4, "dd runs per target in TestKernelInitiatorVsVblade")
 
 // aoeGuest gives vm the aoe driver on eth0, dd and the filesystem tools.
 func aoeGuest(vm *vmtest.VM) {
@@ -81,10 +41,8 @@ func aoeGuest(vm *vmtest.VM) {
 	vm.Setup(fmt.Sprintf("ip link set eth0 mtu %d", aoeMTU), "ip link set eth0 up")
 }
 
-// addTargetSteps adds the guest script run against each AoE disk: find
-// it, dd a raw write and read, then the filesystem steps.
-func addTargetSteps(vm *vmtest.VM, label, dev string, r *rates) vmtest.Disk {
-	name := filepath.Base(dev)
+// addDiscover adds the guest step that waits for the AoE disk dev.
+func addDiscover(vm *vmtest.VM, label, dev string) {
 	vm.Step(label+"/discover", fmt.Sprintf(`i=0
 while [ ! -b %[1]s ]; do
   i=$((i + 1))
@@ -95,9 +53,25 @@ done
 echo "found after $i tries"
 cd /sys/block/etherd\!%[2]s
 echo "state $(cat state) payload $(cat payload) firmware $(cat firmware-version) size $(cat size)"
-`, dev, name))
-	vm.Step(label+"/dd-write", fmt.Sprintf("/usr/bin/dd if=/dev/zero of=%s bs=1M count=%d oflag=direct 2>&1 | tail -1\n", dev, ddMiB)).Check = r.record(label, false)
-	vm.Step(label+"/dd-read", fmt.Sprintf("echo 3 > /proc/sys/vm/drop_caches\n/usr/bin/dd if=%s of=/dev/null bs=1M count=%d iflag=direct 2>&1 | tail -1\n", dev, ddMiB)).Check = r.record(label, true)
+`, dev, filepath.Base(dev)))
+}
+
+// addDD adds a guest step that writes (zeroes) or reads mib MiB of dev
+// with O_DIRECT in 1 MiB blocks, and records its rate for target.
+func addDD(vm *vmtest.VM, name, target, dev string, dir ddDir, mib int, r *ddRates) {
+	script := fmt.Sprintf("/usr/bin/dd if=/dev/zero of=%s bs=1M count=%d oflag=direct 2>&1 | tail -1\n", dev, mib)
+	if dir == ddRead {
+		script = fmt.Sprintf("/usr/bin/dd if=%s of=/dev/null bs=1M count=%d iflag=direct 2>&1 | tail -1\n", dev, mib)
+	}
+	vm.Step(name, script).Check = r.record(target, dir)
+}
+
+// addTargetSteps adds the guest script run against one AoE disk: find
+// it, dd a raw write and read, then the filesystem steps.
+func addTargetSteps(vm *vmtest.VM, label, dev string, r *ddRates) vmtest.Disk {
+	addDiscover(vm, label, dev)
+	addDD(vm, label+"/dd-write", label, dev, ddWrite, 16, r)
+	addDD(vm, label+"/dd-read", label, dev, ddRead, 16, r)
 	return vm.DiskSteps(label, dev, 8, true)
 }
 
@@ -116,7 +90,8 @@ func ext4Magic(t *testing.T, r io.ReaderAt) uint16 {
 
 // TestKernelInitiator puts Linux's aoe driver in a QEMU guest whose NIC is
 // a -netdev dgram socket, and serves it two disks from a Target in this
-// process: e0.1 on a file, e0.2 on an NBD export (host → AoE → ATA device
+// process: e0.1 on a file, its commands run on the reading goroutine (one
+// ATA host), e0.2 on an NBD export, on four workers (host → AoE → ATA device
 // → NBD client → nbd.Server). Each gets the guest's raw dd and the
 // filesystem steps (ext4, e2fsck -f -n clean, checksums).
 func TestKernelInitiator(t *testing.T) {
@@ -138,7 +113,7 @@ func TestKernelInitiator(t *testing.T) {
 	info := func(serial string) ata.DeviceInfo {
 		return ata.DeviceInfo{Model: "NHD AoE VM test", Serial: serial, Firmware: "t", Sectors: vmDiskSize / 512, WriteCache: true}
 	}
-	fileDisk, err := aoe.NewDisk(0, 1, info("e0.1"), f, 4)
+	fileDisk, err := aoe.NewDisk(0, 1, info("e0.1"), f, 1) // run on the reading goroutine
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,11 +141,11 @@ func TestKernelInitiator(t *testing.T) {
 	aoeGuest(vm)
 	vm.QEMU("-netdev", fmt.Sprintf("dgram,id=aoe0,local.type=unix,local.path=%s,remote.type=unix,remote.path=%s", qpath, tpath),
 		"-device", "e1000,netdev=aoe0,mac="+guestMAC)
-	var r rates
+	var r ddRates
 	addTargetSteps(vm, "nhd-file", "/dev/etherd/e0.1", &r)
 	addTargetSteps(vm, "nhd-nbd", "/dev/etherd/e0.2", &r)
 	vm.Run()
-	r.log(t)
+	t.Log(r.table("guest dd, 16 MiB, O_DIRECT, 1 MiB blocks, one run each"))
 	if m := ext4Magic(t, f); m != 0xEF53 {
 		t.Errorf("file: superblock magic %#04x", m)
 	}
@@ -251,11 +226,10 @@ func TestKernelInitiatorVsVblade(t *testing.T) {
 	aoeGuest(vm)
 	vm.QEMU("-netdev", "tap,id=aoe0,ifname=tap0,script=no,downscript=no",
 		"-device", "e1000,netdev=aoe0,mac="+guestMAC)
-	var r rates
-	addTargetSteps(vm, "vblade", "/dev/etherd/e0.3", &r)
-	addTargetSteps(vm, "aoe-target", "/dev/etherd/e0.4", &r)
+	var r ddRates
+	addCompareSteps(vm, &r, *vbladePairs, [2]string{"vblade", "/dev/etherd/e0.3"}, [2]string{"aoe-target", "/dev/etherd/e0.4"})
 	vm.Run()
-	r.log(t)
+	t.Log(r.table(fmt.Sprintf("guest dd, %d MiB, O_DIRECT, 1 MiB blocks, %d runs each, alternating", compareMiB, *vbladePairs)))
 	for n, p := range files {
 		f, err := os.Open(p)
 		if err != nil {
@@ -266,4 +240,29 @@ func TestKernelInitiatorVsVblade(t *testing.T) {
 		}
 		f.Close()
 	}
+}
+
+// compareMiB is the size of each dd of TestKernelInitiatorVsVblade.
+const compareMiB = 64
+
+// addCompareSteps adds the steps that compare targets a and b (label,
+// device): both discovered, then pairs rounds of a dd write of each and a
+// dd read of each, the order of the two swapped every round so that
+// neither always runs first, then the filesystem steps once on each.
+func addCompareSteps(vm *vmtest.VM, r *ddRates, pairs int, a, b [2]string) {
+	addDiscover(vm, a[0], a[1])
+	addDiscover(vm, b[0], b[1])
+	for i := range pairs {
+		order := [2][2]string{a, b}
+		if i%2 == 1 {
+			order = [2][2]string{b, a}
+		}
+		for _, dir := range []ddDir{ddWrite, ddRead} {
+			for _, tg := range order {
+				addDD(vm, fmt.Sprintf("dd%d/%s-%s", i+1, tg[0], dir), tg[0], tg[1], dir, compareMiB, r)
+			}
+		}
+	}
+	vm.DiskSteps(a[0], a[1], 8, true)
+	vm.DiskSteps(b[0], b[1], 8, true)
 }

@@ -17,11 +17,19 @@ import (
 // to 3.4). ATA errors travel in the ATA status and error fields; the AoE
 // error field is used only for malformed or refused AoE requests.
 //
-// Frames are read by one goroutine; ATA commands run on one goroutine per
-// ata.Host of the disk they address, and replies go out from the goroutine
-// that built them. In steady state no request allocates: frame buffers
-// come from a fixed pool. The same ATA command may arrive twice (Linux
-// retransmits with a new tag), and each arrival is executed.
+// Frames are read by one goroutine. The ATA commands of a Disk with one
+// ata.Host run on that goroutine, in arrival order, as vblade runs them:
+// no hand-off between goroutines, the least work per frame, the right
+// choice for a backend that answers at once (a file, memory). The
+// commands of a Disk with several Hosts run on one goroutine per Host,
+// concurrently, for backends with latency to hide (an NBD export).
+// Replies go out from the goroutine that built them. If the Transport
+// is a BatchTransport, the reading goroutine reads the frames queued at
+// once in one call and sends the replies it built for them in one call.
+// If it implements AddressFilter, Serve first asks it to drop the frames
+// addressed to no disk. In steady state no request allocates: frame
+// buffers come from a fixed pool. The same ATA command may arrive twice
+// (Linux retransmits with a new tag), and each arrival is executed.
 type Target struct {
 	Transport Transport
 	Disks     []*Disk
@@ -33,6 +41,7 @@ type Target struct {
 	maxSectors int
 	frameSize  int
 	free       chan *request // requests with their frame buffers, reused
+	b          batch         // the reading goroutine's frames and replies
 }
 
 type request struct {
@@ -53,31 +62,39 @@ func (t *Target) Serve(ctx context.Context) error {
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if f, ok := t.Transport.(AddressFilter); ok {
+		if err := f.FilterAddresses(t.addresses()); err != nil {
+			t.log("aoe: no address filter", "err", err)
+		}
+	}
 	for _, d := range t.Disks {
-		d.queue = make(chan *request, d.bufferCount())
-		defer close(d.queue)
-		for _, h := range d.Hosts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t.work(d, h)
-			}()
+		if len(d.Hosts) > 1 {
+			d.queue = make(chan *request, d.bufferCount())
+			defer close(d.queue)
+			for _, h := range d.Hosts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					t.work(d, h)
+				}()
+			}
 		}
 		t.announce(d)
 	}
 	for {
-		r := <-t.free
-		n, err := t.Transport.ReadFrame(r.buf[:cap(r.buf)])
+		n, err := t.read()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		r.buf = r.buf[:n]
-		if !t.handle(r) {
-			t.free <- r
+		for i, r := range t.b.reqs[:n] {
+			if t.handle(r) {
+				t.b.reqs[i] = <-t.free // r is a worker's now
+			}
 		}
+		t.flush()
 	}
 }
 
@@ -85,12 +102,14 @@ func (t *Target) init() error {
 	if t.Transport == nil || len(t.Disks) == 0 {
 		return errors.New("aoe: target needs a transport and a disk")
 	}
-	buffers := 1
+	buffers := 0
 	for _, d := range t.Disks {
 		if err := d.validate(); err != nil {
 			return err
 		}
-		buffers += d.bufferCount() + len(d.Hosts)
+		if len(d.Hosts) > 1 {
+			buffers += d.bufferCount() + len(d.Hosts)
+		}
 	}
 	t.mac = t.Transport.MAC()
 	t.maxSectors = min((t.Transport.MTU()-(ATADataOffset-14))/SectorSize, 255)
@@ -98,6 +117,7 @@ func (t *Target) init() error {
 		return errors.New("aoe: MTU too small for one sector")
 	}
 	t.frameSize = max(14+t.Transport.MTU(), MinFrameSize)
+	t.b = newBatch(t.frameSize)
 	t.free = make(chan *request, buffers)
 	for range buffers {
 		t.free <- &request{buf: make([]byte, 0, t.frameSize)}
@@ -135,8 +155,9 @@ func (t *Target) handle(r *request) bool {
 	return false
 }
 
-// queueATA hands an ATA request to d's workers, or answers it at once if
-// it is refused. A full queue drops it: the initiator retransmits.
+// queueATA runs an ATA request of a one-Host disk at once, hands it to
+// the workers of a disk with several, or answers it at once if it is
+// refused. A full queue drops it: the initiator retransmits.
 func (t *Target) queueATA(d *Disk, r *request) bool {
 	if err := ParseATAArg(r.buf, &r.a); err != nil {
 		t.replyError(d, &r.h, ErrBadArgument)
@@ -144,6 +165,11 @@ func (t *Target) queueATA(d *Disk, r *request) bool {
 	}
 	if len(d.reserve) > 0 && !contains(d.reserve, r.h.Src) && r.a.CmdStatus != 0xEC {
 		t.replyError(d, &r.h, ErrTargetReserved)
+		return false
+	}
+	if d.queue == nil {
+		reply := t.replyBuf()
+		t.b.out = append(t.b.out, reply[:t.runATA(d, d.Hosts[0], r, reply)])
 		return false
 	}
 	select {
@@ -159,13 +185,28 @@ func (t *Target) queueATA(d *Disk, r *request) bool {
 func (t *Target) work(d *Disk, host *ata.Host) {
 	reply := make([]byte, t.frameSize)
 	for r := range d.queue {
-		r.h.Reply(t.mac, d.Shelf, d.Slot)
-		n := execATA(host, r.buf, &r.h, &r.a, reply, t.maxSectors)
+		n := t.runATA(d, host, r, reply)
 		if err := t.Transport.WriteFrame(reply[:n]); err != nil {
 			t.log("aoe: write", "err", err)
 		}
 		t.free <- r
 	}
+}
+
+// runATA executes r's ATA command on host and builds the reply in reply,
+// returning its length.
+func (t *Target) runATA(d *Disk, host *ata.Host, r *request, reply []byte) int {
+	r.h.Reply(t.mac, d.Shelf, d.Slot)
+	return execATA(host, r.buf, &r.h, &r.a, reply, t.maxSectors)
+}
+
+// addresses lists the shelf.slot of every disk, for an AddressFilter.
+func (t *Target) addresses() []Address {
+	a := make([]Address, len(t.Disks))
+	for i, d := range t.Disks {
+		a[i] = Address{Shelf: d.Shelf, Slot: d.Slot}
+	}
+	return a
 }
 
 func (t *Target) replyError(d *Disk, req *Header, e Error) {

@@ -5,7 +5,7 @@ import (
 )
 
 // FuzzTarget hands arbitrary frames to a target's dispatcher and runs any
-// ATA command it queues, on the reading goroutine: nothing may panic, and
+// ATA command on the reading goroutine (one ATA host): nothing may panic, and
 // every frame the target sends must be a well-formed reply to the request
 // (R set, the request's tag, the target's own address, at least 60 bytes).
 func FuzzTarget(f *testing.F) {

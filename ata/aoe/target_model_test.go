@@ -8,13 +8,14 @@ import (
 	"pgregory.net/rapid"
 )
 
-// syncTarget runs a Target's dispatcher and an ATA worker on the calling
-// goroutine, so a test sees every reply to a frame, or that none came.
+// syncTarget runs a Target's dispatcher on the calling goroutine (its
+// disk has one ATA host, so ATA commands run there too), so a test sees
+// every reply to a frame, or that none came.
 type syncTarget struct {
-	tg    *Target
-	d     *Disk
-	p     *pipe
-	reply []byte
+	tb fataler
+	tg *Target
+	d  *Disk
+	p  *pipe
 }
 
 // fataler is what newSyncTarget needs of a *testing.T or *rapid.T.
@@ -33,24 +34,20 @@ func newSyncTarget(tb fataler, sectors uint64) (*syncTarget, *memBackend) {
 	if err := tg.init(); err != nil {
 		tb.Fatal(err)
 	}
-	d.queue = make(chan *request, 1)
-	return &syncTarget{tg: tg, d: d, p: p, reply: make([]byte, tg.frameSize)}, mem
+	return &syncTarget{tb: tb, tg: tg, d: d, p: p}, mem
 }
 
 // do hands frame to the target and returns the frames it sent.
 func (s *syncTarget) do(frame []byte) [][]byte {
-	r := <-s.tg.free
+	r := s.tg.b.reqs[0]
 	r.buf = append(r.buf[:0], frame...)
 	if len(r.buf) > s.tg.frameSize {
 		r.buf = r.buf[:s.tg.frameSize]
 	}
 	if s.tg.handle(r) {
-		q := <-s.d.queue
-		q.h.Reply(s.tg.mac, s.d.Shelf, s.d.Slot)
-		n := execATA(s.d.Hosts[0], q.buf, &q.h, &q.a, s.reply, s.tg.maxSectors)
-		s.p.WriteFrame(s.reply[:n])
+		s.tb.Fatal("a one-host disk queued a request")
 	}
-	s.tg.free <- r
+	s.tg.flush()
 	var out [][]byte
 	for {
 		select {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -76,9 +77,13 @@ type rig struct {
 
 // startRig serves e0.1 with two ATA devices on a memory backend, and
 // consumes the startup announcement.
-func startRig(t *testing.T) *rig {
+func startRig(t *testing.T) *rig { return startRigHosts(t, 2) }
+
+// startRigHosts is startRig with n ATA devices: with one, the target runs
+// ATA commands on its reading goroutine; with more, on workers.
+func startRigHosts(t *testing.T, n int) *rig {
 	mem := &memBackend{data: make([]byte, testSectors*512)}
-	d, err := NewDisk(0, 1, testInfo(), mem, 2)
+	d, err := NewDisk(0, 1, testInfo(), mem, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +195,12 @@ func TestTargetIdentify(t *testing.T) {
 }
 
 func TestTargetReadWrite(t *testing.T) {
-	r := startRig(t)
+	for _, hosts := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d hosts", hosts), func(t *testing.T) { testReadWrite(t, startRigHosts(t, hosts)) })
+	}
+}
+
+func testReadWrite(t *testing.T, r *rig) {
 	data := make([]byte, 1024)
 	for i := range data {
 		data[i] = byte(i*13 + 7)
@@ -352,5 +362,83 @@ func TestTargetBroadcastQuery(t *testing.T) {
 	_, f := r.reply(initiatorMAC, 0)
 	if binary.BigEndian.Uint16(f[HeaderSize:]) != DefaultBufferCount {
 		t.Errorf("buffer count %x", f[HeaderSize:HeaderSize+2])
+	}
+}
+
+// batchPipe is a pipe with ReadFrames and WriteFrames; it records the
+// size of each WriteFrames.
+type batchPipe struct {
+	*pipe
+	mu     sync.Mutex
+	writes []int
+}
+
+func (p *batchPipe) ReadFrames(bufs [][]byte, lens []int) (int, error) {
+	n, err := p.ReadFrame(bufs[0])
+	if err != nil {
+		return 0, err
+	}
+	lens[0] = n
+	for i := 1; i < len(bufs); i++ {
+		select {
+		case f := <-p.in:
+			lens[i] = copy(bufs[i], f)
+		default:
+			return i, nil
+		}
+	}
+	return len(bufs), nil
+}
+
+func (p *batchPipe) WriteFrames(frames [][]byte) error {
+	p.mu.Lock()
+	p.writes = append(p.writes, len(frames))
+	p.mu.Unlock()
+	for _, f := range frames {
+		p.WriteFrame(f)
+	}
+	return nil
+}
+
+// A BatchTransport gets the frames queued before the target reads in one
+// ReadFrames, and the replies of a one-host disk in one WriteFrames, in
+// order.
+func TestTargetBatch(t *testing.T) {
+	mem := &memBackend{data: make([]byte, testSectors*512)}
+	for i := range mem.data {
+		mem.data[i] = byte(i / 512)
+	}
+	d, err := NewDisk(0, 1, testInfo(), mem, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &batchPipe{pipe: newPipe(1500)}
+	r := &rig{t: t, p: p.pipe, disk: d, mem: mem}
+	const n = 5
+	for range n {
+		r.send(initiatorMAC, CmdATA, ataReq(ATAExtended, 0x24, 1, uint64(r.tag+1), nil))
+	}
+	tg := &Target{Transport: p, Disks: []*Disk{d}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tg.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	r.recv() // the announcement
+	for tag := uint32(1); tag <= n; tag++ {
+		_, f := r.reply(initiatorMAC, tag)
+		var a ATAArg
+		if ParseATAArg(f, &a); a.CmdStatus != 0x50 || len(f) != ATADataOffset+512 || f[ATADataOffset] != byte(tag) {
+			t.Fatalf("tag %d: status %#x, %d bytes, sector byte %d", tag, a.CmdStatus, len(f), f[ATADataOffset])
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.writes) != 1 || p.writes[0] != n {
+		t.Errorf("WriteFrames calls of %v frames, want one of %d", p.writes, n)
 	}
 }

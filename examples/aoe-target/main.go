@@ -56,7 +56,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.file, "file", "", "backing file (created with -size if missing)")
 	fs.StringVar(&o.sizeArg, "size", "", "disk size, e.g. 512M: a memory disk unless -file is given")
 	fs.StringVar(&o.uri, "uri", "", "NBD URI of the backing export (nbd://host[:port]/name, nbd+unix://...)")
-	fs.IntVar(&o.workers, "workers", 4, "ATA devices on the backend, commands run at once")
+	fs.IntVar(&o.workers, "workers", 0, "ATA devices on the backend, commands run at once (0: 1 on a file or memory, run on the reading goroutine; 4 on an NBD export)")
 	fs.IntVar(&o.bufcnt, "bufcnt", aoe.DefaultBufferCount, "outstanding commands advertised to initiators (at least 2)")
 	fs.BoolVar(&o.sync, "sync", false, "write through: flush the backend after every write (AoE has no flush command)")
 	if err := fs.Parse(args); err != nil {
@@ -73,12 +73,18 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("give exactly one of -iface and -unixgram")
 	case o.shelf < 0 || o.shelf >= 0x0FFF || o.slot < 0 || o.slot >= 0xFF:
 		return nil, fmt.Errorf("bad address e%d.%d: shelf 0-4094, slot 0-254", o.shelf, o.slot)
-	case o.workers < 1 || o.bufcnt < 2 || o.bufcnt > 0xFFFF:
-		return nil, errors.New("-workers must be at least 1 and -bufcnt 2-65535")
+	case o.workers < 0 || o.bufcnt < 2 || o.bufcnt > 0xFFFF:
+		return nil, errors.New("-workers must be at least 0 and -bufcnt 2-65535")
 	case o.uri != "" && (o.file != "" || o.sizeArg != ""):
 		return nil, errors.New("-uri excludes -file and -size")
 	case o.uri == "" && o.file == "" && o.sizeArg == "":
 		return nil, errors.New("give a backend: -file, -size or -uri")
+	}
+	if o.workers == 0 {
+		o.workers = 1
+		if o.uri != "" {
+			o.workers = 4 // hide the NBD round trips
+		}
 	}
 	return o, nil
 }
