@@ -72,6 +72,23 @@ type pduReader struct {
 	dgst    bool   // this PDU's data has a digest
 	pad     [256]byte
 	dg      [DigestSize]byte
+	direct  directSource // nil: every payload goes through br
+}
+
+// A directSource is the connection under a pduReader's buffer when it can
+// also read a large payload straight into its destination (readPayload).
+// It is used by the pduReader's goroutine only.
+type directSource interface {
+	// Read is what the buffer fills from.
+	io.Reader
+	// readDirect reads into p from the connection, past the buffer. It
+	// may read a few headers' worth beyond p, which the next Read returns
+	// first; from then on Read reads no more than a few headers at once,
+	// so that the next large payload is not pulled into the buffer, until
+	// bulk is called.
+	readDirect(p []byte) (int, error)
+	// bulk lets Read fill the whole buffer again.
+	bulk()
 }
 
 func newPDUReader(r io.Reader, maxData int) *pduReader {
@@ -172,6 +189,39 @@ func (r *pduReader) readData(p []byte) error {
 	}
 	if _, err := io.ReadFull(r.br, p); err != nil {
 		return noEOF(err)
+	}
+	r.data -= len(p)
+	if r.dgst {
+		r.crc = crc32.Update(r.crc, castagnoli, p)
+	}
+	return nil
+}
+
+// readPayload reads the next len(p) bytes of the PDU's data into p, as
+// readData does, except that with a directSource a payload of directMin
+// bytes or more that is not buffered whole goes from the connection
+// straight into p: what is buffered is copied, the rest is read into p
+// (and digested there), not through the buffer.
+func (r *pduReader) readPayload(p []byte) error {
+	n := r.br.Buffered()
+	if r.direct == nil || len(p) < directMin || n >= len(p) {
+		if r.direct != nil {
+			r.direct.bulk()
+		}
+		return r.readData(p)
+	}
+	if len(p) > r.data {
+		panic("nvme/tcp: readPayload past the PDU's data")
+	}
+	if n > 0 {
+		r.br.Read(p[:n]) // cannot fail: n bytes are buffered
+	}
+	for n < len(p) {
+		m, err := r.direct.readDirect(p[n:])
+		n += m
+		if err != nil && n < len(p) {
+			return noEOF(err)
+		}
 	}
 	r.data -= len(p)
 	if r.dgst {
