@@ -73,6 +73,7 @@ type pduReader struct {
 	pad     [256]byte
 	dg      [DigestSize]byte
 	direct  directSource // nil: every payload goes through br
+	grace   bool         // a direct payload was read, and no PDU without data since
 }
 
 // A directSource is the connection under a pduReader's buffer when it can
@@ -84,8 +85,8 @@ type directSource interface {
 	// readDirect reads into p from the connection, past the buffer. It
 	// may read a few headers' worth beyond p, which the next Read returns
 	// first; from then on Read reads no more than a few headers at once,
-	// so that the next large payload is not pulled into the buffer, until
-	// bulk is called.
+	// so that the next large payload is not pulled into the buffer with
+	// them, until bulk is called.
 	readDirect(p []byte) (int, error)
 	// bulk lets Read fill the whole buffer again.
 	bulk()
@@ -133,7 +134,11 @@ func (r *pduReader) next() error {
 	if hd && binary.LittleEndian.Uint32(r.hdr[hl:]) != Digest(r.hdr[:hl]) {
 		return fatal(FESHeaderDigest, 0, "header digest mismatch")
 	}
-	return r.dataLayout(off)
+	if err := r.dataLayout(off); err != nil {
+		return err
+	}
+	r.pace()
+	return nil
 }
 
 // dataLayout finds where this PDU's data starts and how long it is.
@@ -205,7 +210,8 @@ func (r *pduReader) readData(p []byte) error {
 func (r *pduReader) readPayload(p []byte) error {
 	n := r.br.Buffered()
 	if r.direct == nil || len(p) < directMin || n >= len(p) {
-		if r.direct != nil {
+		if r.direct != nil && len(p) < directMin {
+			r.grace = false
 			r.direct.bulk()
 		}
 		return r.readData(p)
@@ -227,7 +233,24 @@ func (r *pduReader) readPayload(p []byte) error {
 	if r.dgst {
 		r.crc = crc32.Update(r.crc, castagnoli, p)
 	}
+	r.grace = true
 	return nil
+}
+
+// pace ends the direct source's cut reads once a header shows they no
+// longer help: a PDU without data other than the first after a direct
+// payload (that one is likely the same command's CapsuleResp, with the
+// next large payload's header behind it). A PDU with data ends them in
+// readPayload if its data is small.
+func (r *pduReader) pace() {
+	if r.direct == nil || r.data > 0 {
+		return
+	}
+	if r.grace {
+		r.grace = false
+		return
+	}
+	r.direct.bulk()
 }
 
 // endData reads the data digest, once all data was read, and checks it:

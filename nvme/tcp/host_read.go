@@ -13,17 +13,18 @@ import (
 // a copy out of it. The read of a payload's rest also reads what follows
 // it, up to two headers (its data digest, a CapsuleResp, the next
 // C2HData's header), into a small array in the same readv(2), and the
-// buffer's next fills are cut to that size: at depth, a large read then
-// costs one system call, and the next payload is not pulled into the
-// buffer. On a socket the reads are raw read(2) and readv(2) on the
+// buffer's reads from the socket are cut to that size until a header
+// shows the stream has moved on (pduReader.pace): at depth, a large read
+// then costs one system call, and the next payload is not pulled into
+// the buffer. On a socket the reads are raw read(2) and readv(2) on the
 // non-blocking descriptor through its RawConn, as the target does
 // (server_sock.go): a wait parks on the network poller, and no read
 // hands its P to the runtime or wakes the sysmon thread. nbd's client
 // reads its replies the same way.
 
 // hostAhead is what a direct read reads beyond the payload, and the most
-// a fill of the buffer reads after it: the payload's data digest and two
-// headers with their digests.
+// a read of the socket into the buffer reads while cut: the payload's
+// data digest and two headers with their digests.
 const hostAhead = DigestSize + 2*(HeaderSize+DigestSize)
 
 // hostSock is the host queue's connection as its pduReader sees it (a
@@ -35,7 +36,7 @@ type hostSock struct {
 	try  func(fd uintptr) bool
 	tryv func(fd uintptr) bool
 
-	cut   bool   // fills read at most hostAhead bytes
+	cut   bool   // reads of the socket read at most hostAhead bytes
 	ahead []byte // read by readDirect beyond its payload, not yet Read
 	abuf  [hostAhead]byte
 
@@ -63,7 +64,7 @@ func newHostPDUReader(nc net.Conn) *pduReader {
 }
 
 // Read fills the pduReader's buffer: bytes read ahead first, then the
-// connection, at most hostAhead bytes at once while cut.
+// connection, at most hostAhead bytes while cut.
 func (s *hostSock) Read(p []byte) (int, error) {
 	if len(s.ahead) > 0 {
 		n := copy(p, s.ahead)

@@ -209,3 +209,52 @@ func TestHostReadDirectLoopback(t *testing.T) {
 		})
 	}
 }
+
+// After a direct payload the host's reads of the socket stay cut to a
+// few headers through the PDU without data that follows it (the read's
+// CapsuleResp), and end with the next one (a stream of completions of
+// writes, which one large read takes whole) or with a small payload.
+func TestHostReadPace(t *testing.T) {
+	host, target := net.Pipe()
+	defer host.Close()
+	r := newHostPDUReader(host)
+	s := r.direct.(*hostSock)
+	var f framing
+	pdu := func(t PDUType, n int) []byte {
+		b := make([]byte, HeaderSize, HeaderSize+n)
+		switch t {
+		case TypeC2HData:
+			(&Data{Header: f.layout(t, n), DataL: uint32(n)}).Put((*[HeaderSize]byte)(b))
+		default:
+			(&CapsuleResp{Header: f.layout(t, 0)}).Put((*[HeaderSize]byte)(b))
+		}
+		return append(b, make([]byte, n)...)
+	}
+	go func() {
+		for _, p := range [][]byte{pdu(TypeC2HData, 64<<10), pdu(TypeCapsuleResp, 0), pdu(TypeCapsuleResp, 0),
+			pdu(TypeC2HData, 64<<10), pdu(TypeC2HData, 4096)} {
+			target.Write(p)
+		}
+		target.Close()
+	}()
+	buf := make([]byte, 64<<10)
+	step := func(what string, data []byte, cut bool) {
+		t.Helper()
+		if err := r.next(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if data != nil {
+			if err := r.readPayload(data); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		}
+		if s.cut != cut {
+			t.Errorf("after %s: reads cut %v, want %v", what, s.cut, cut)
+		}
+	}
+	step("a 64 KiB C2HData", buf, true)
+	step("its CapsuleResp", nil, true)
+	step("a second CapsuleResp", nil, false)
+	step("another 64 KiB C2HData", buf, true)
+	step("a 4 KiB C2HData", buf[:4096], false)
+}
