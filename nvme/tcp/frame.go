@@ -59,8 +59,10 @@ func (f framing) sealHeader(b []byte, hlen int) []byte {
 }
 
 // pduReader reads PDUs from a connection: next reads and checks a header,
-// readData the data that follows, straight into the caller's buffer.
-// The header bytes stay in hdr until the next call to next.
+// readData the data that follows into the caller's buffer (through the
+// reader's own), readPayload likewise but, given a directSource, a large
+// payload straight from the connection. The header bytes stay in hdr
+// until the next call to next.
 type pduReader struct {
 	framing
 	br      *bufio.Reader
