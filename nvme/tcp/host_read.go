@@ -19,8 +19,7 @@ import (
 // the buffer. On a socket the reads are raw read(2) and readv(2) on the
 // non-blocking descriptor through its RawConn, as the target does
 // (server_sock.go): a wait parks on the network poller, and no read
-// hands its P to the runtime or wakes the sysmon thread. nbd's client
-// reads its replies the same way.
+// hands its P to the runtime or wakes the sysmon thread.
 
 // hostAhead is what a direct read reads beyond the payload, and the most
 // a read of the socket into the buffer reads while cut: the payload's
