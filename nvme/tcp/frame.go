@@ -59,8 +59,10 @@ func (f framing) sealHeader(b []byte, hlen int) []byte {
 }
 
 // pduReader reads PDUs from a connection: next reads and checks a header,
-// readData the data that follows, straight into the caller's buffer.
-// The header bytes stay in hdr until the next call to next.
+// readData the data that follows into the caller's buffer (through the
+// reader's own), readPayload likewise but, given a directSource, a large
+// payload straight from the connection. The header bytes stay in hdr
+// until the next call to next.
 type pduReader struct {
 	framing
 	br      *bufio.Reader
@@ -72,6 +74,24 @@ type pduReader struct {
 	dgst    bool   // this PDU's data has a digest
 	pad     [256]byte
 	dg      [DigestSize]byte
+	direct  directSource // nil: every payload goes through br
+	grace   bool         // a direct payload was read, and no PDU without data since
+}
+
+// A directSource is the connection under a pduReader's buffer when it can
+// also read a large payload straight into its destination (readPayload).
+// It is used by the pduReader's goroutine only.
+type directSource interface {
+	// Read is what the buffer fills from.
+	io.Reader
+	// readDirect reads into p from the connection, past the buffer. It
+	// may read a few headers' worth beyond p, which the next Read returns
+	// first; from then on Read reads no more than a few headers at once,
+	// so that the next large payload is not pulled into the buffer with
+	// them, until bulk is called.
+	readDirect(p []byte) (int, error)
+	// bulk lets Read fill the whole buffer again.
+	bulk()
 }
 
 func newPDUReader(r io.Reader, maxData int) *pduReader {
@@ -116,7 +136,11 @@ func (r *pduReader) next() error {
 	if hd && binary.LittleEndian.Uint32(r.hdr[hl:]) != Digest(r.hdr[:hl]) {
 		return fatal(FESHeaderDigest, 0, "header digest mismatch")
 	}
-	return r.dataLayout(off)
+	if err := r.dataLayout(off); err != nil {
+		return err
+	}
+	r.pace()
+	return nil
 }
 
 // dataLayout finds where this PDU's data starts and how long it is.
@@ -178,6 +202,57 @@ func (r *pduReader) readData(p []byte) error {
 		r.crc = crc32.Update(r.crc, castagnoli, p)
 	}
 	return nil
+}
+
+// readPayload reads the next len(p) bytes of the PDU's data into p, as
+// readData does, except that with a directSource a payload of directMin
+// bytes or more that is not buffered whole goes from the connection
+// straight into p: what is buffered is copied, the rest is read into p
+// (and digested there), not through the buffer.
+func (r *pduReader) readPayload(p []byte) error {
+	n := r.br.Buffered()
+	if r.direct == nil || len(p) < directMin || n >= len(p) {
+		if r.direct != nil && len(p) < directMin {
+			r.grace = false
+			r.direct.bulk()
+		}
+		return r.readData(p)
+	}
+	if len(p) > r.data {
+		panic("nvme/tcp: readPayload past the PDU's data")
+	}
+	if n > 0 {
+		r.br.Read(p[:n]) // cannot fail: n bytes are buffered
+	}
+	for n < len(p) {
+		m, err := r.direct.readDirect(p[n:])
+		n += m
+		if err != nil && n < len(p) {
+			return noEOF(err)
+		}
+	}
+	r.data -= len(p)
+	if r.dgst {
+		r.crc = crc32.Update(r.crc, castagnoli, p)
+	}
+	r.grace = true
+	return nil
+}
+
+// pace ends the direct source's cut reads once a header shows they no
+// longer help: a PDU without data other than the first after a direct
+// payload (that one is likely the same command's CapsuleResp, with the
+// next large payload's header behind it). A PDU with data ends them in
+// readPayload if its data is small.
+func (r *pduReader) pace() {
+	if r.direct == nil || r.data > 0 {
+		return
+	}
+	if r.grace {
+		r.grace = false
+		return
+	}
+	r.direct.bulk()
 }
 
 // endData reads the data digest, once all data was read, and checks it:

@@ -231,7 +231,7 @@ func (h *Host) connectIO(ctx context.Context, addr string, n int) error {
 	inCap := max(int(h.id.IOCCSZ)*16-64, 0)
 	d := nvme.ConnectData{HostID: h.cfg.HostID, ControllerID: h.cntlid, SubNQN: h.subNQN, HostNQN: h.cfg.HostNQN}
 	for qid := 1; qid <= n; qid++ {
-		q, _, err := dialQueue(ctx, addr, &h.cfg, nvme.Connect{QID: uint16(qid), SQSize: uint16(depth - 1)}, &d)
+		q, _, err := dialIOQueue(ctx, addr, &h.cfg, nvme.Connect{QID: uint16(qid), SQSize: uint16(depth - 1)}, &d)
 		if err != nil {
 			return err
 		}

@@ -134,7 +134,7 @@ func (q *hostQueue) initConn(cfg *Config) error {
 	q.f = framing{hdgst: cfg.HeaderDigest, ddgst: cfg.DataDigest}
 	q.maxH2C = int(min(resp.MaxH2CData, 1<<30))
 	q.inCap = adminInCapsule
-	q.r = newPDUReader(q.nc, maxHostPDUData)
+	q.r = newHostPDUReader(q.nc)
 	q.r.framing = q.f
 	return nil
 }
@@ -321,7 +321,7 @@ func (q *hostQueue) c2hData() error {
 	case d.Flags.Has(FlagSuccess) && !d.Flags.Has(FlagLast):
 		return fatal(FESInvalidField, 1, "C2HData SUCCESS without LAST_PDU")
 	}
-	if err := q.r.readData(sl.rbuf[sl.got : sl.got+int(d.DataL)]); err != nil {
+	if err := q.r.readPayload(sl.rbuf[sl.got : sl.got+int(d.DataL)]); err != nil {
 		return err
 	}
 	if err := q.r.endData(); err == ErrDataDigest {

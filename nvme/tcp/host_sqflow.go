@@ -1,0 +1,29 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nhdkit/nhd/nvme"
+)
+
+// dialIOQueue connects I/O queue k.QID asking for SQ flow control off
+// (Connect CATTR bit 2, NVMe over Fabrics 1.1, figure 19): the host never
+// has more commands in flight than the queue has entries, so it needs no
+// SQ head pointer, and a read that succeeds then ends with the C2HData
+// SUCCESS flag and no CapsuleResp, one PDU fewer (the transport allows
+// SUCCESS on such queues only; nvmet-tcp and this package's Server send
+// it there, nvme-tcp-facts §1). A controller that does not offer it
+// (TREQ bit 2 of its discovery log entry) may refuse such a Connect with
+// Invalid Field or Connect Invalid Parameters: the queue is then dialled
+// again with SQ flow control on.
+func dialIOQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d *nvme.ConnectData) (*hostQueue, uint64, error) {
+	k.CATTR |= nvme.CATTRNoSQFlow
+	q, res, err := dialQueue(ctx, addr, cfg, k, d)
+	var st nvme.Status
+	if err != nil && errors.As(err, &st) && (errors.Is(st, nvme.StatusInvalidField) || errors.Is(st, nvme.StatusConnectInvalidParam)) {
+		k.CATTR &^= nvme.CATTRNoSQFlow
+		return dialQueue(ctx, addr, cfg, k, d)
+	}
+	return q, res, err
+}
