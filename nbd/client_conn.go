@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // The transmission engine of one connection.
@@ -136,16 +138,16 @@ type clientConn struct {
 	free  chan uint32
 	wsem  chan struct{} // capacity 1: held by the writer (see client_write.go)
 
-	wmu     sync.Mutex    // guards wq and the wstate transitions
-	wq      []*clientSlot // requests queued to be written, in order
-	wbatch  []*clientSlot // the writer's: the requests it is writing
-	wvec    [][]byte      // the writer's: their headers and payloads
-	wnb     net.Buffers   // the writer's: wvec as writev consumes it
-	wkickMu sync.Mutex    // guards writing, wkicked and write deadline changes
-	writing bool          // a writev is in progress
-	wkicked bool          // and was cut
+	wmu     sync.Mutex      // guards wq and the wstate transitions
+	wq      []*clientSlot   // requests queued to be written, in order
+	wbatch  []*clientSlot   // the writer's: the requests it is writing
+	wvec    [][]byte        // the writer's: their headers and payloads
+	wb      *zerocopy.Batch // the writer's: wvec written to a socket (raw writev on Linux)
+	wkickMu sync.Mutex      // guards writing, wkicked and write deadline changes
+	writing bool            // a writev is in progress
+	wkicked bool            // and was cut
 
-	writeVecs int // the writer's: batches written (tests count them)
+	wbatches int // the writer's: batches written (tests count them)
 
 	dead   chan struct{}
 	failMu sync.Mutex
@@ -155,7 +157,9 @@ type clientConn struct {
 	kickMu sync.Mutex // orders read deadline changes with the checks of why a read was cut
 
 	// owned by the leader
-	headerOnly bool // the last payload was large: read no further than a header
+	raw        *clientRawSock // raw reads of a socket (nil: TLS, a pipe)
+	ahead      []byte         // bytes read after a direct payload, not yet in br
+	headerOnly bool           // the last payload was large: read no further than a header
 	body       clientBody
 	rfix       [OffsetHoleSize]byte // fixed-size chunk payloads
 	scratch    []byte
@@ -176,6 +180,8 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 		rtok:       make(chan struct{}, 1),
 	}
 	c.br = bufio.NewReaderSize(clientSock{c}, clientReplyBuffer)
+	c.raw = newClientRawSock(nc)
+	c.wb = zerocopy.NewBatch(nc)
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
 		c.canWritev = true

@@ -276,15 +276,16 @@ func (c *clientConn) flush(ctx context.Context, own *clientSlot) {
 	clear(batch)
 }
 
-// writeVec writes vec, in one writev on a kernel socket, and returns how
-// many bytes went out.
+// writeVec writes vec and returns how many bytes went out: on a socket in
+// one writev (raw on Linux: zerocopy.Batch), elsewhere (TLS, a pipe) piece
+// by piece, so that a large payload is never copied into one flat buffer.
 func (c *clientConn) writeVec(vec [][]byte) (int64, error) {
-	c.writeVecs++
-	if c.canWritev && len(vec) > 1 {
-		c.wnb = vec
-		n, err := c.wnb.WriteTo(c.nc)
-		c.wnb = nil
-		return n, err
+	c.wbatches++
+	if c.canWritev {
+		for _, b := range vec {
+			c.wb.AddBytes(b)
+		}
+		return c.wb.Write()
 	}
 	var total int64
 	for _, b := range vec {

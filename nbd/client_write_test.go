@@ -102,11 +102,11 @@ func TestClientQueuedRequestsShareOneWrite(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	before := cc.writeVecs
+	before := cc.wbatches
 	<-cc.wsem
 	wg.Wait()
 	cc.wsem <- struct{}{} // the writer's counter is read under the lock
-	if got := cc.writeVecs - before; got != 1 {
+	if got := cc.wbatches - before; got != 1 {
 		t.Errorf("%d queued requests went out in %d writes, want 1", callers, got)
 	}
 	<-cc.wsem
