@@ -92,6 +92,7 @@ type clientSlot struct {
 	done chan struct{} // capacity 1: the reader (or fail) signals completion
 
 	cancel atomic.Bool // the caller gave up: the reader must let go of buf
+	parked atomic.Bool // the caller is blocked waiting for its reply
 
 	mu        sync.Mutex
 	cookie    uint64
@@ -137,6 +138,7 @@ type clientConn struct {
 	slots []clientSlot
 	free  chan uint32
 	wsem  chan struct{} // capacity 1: held by the writer (see client_write.go)
+	woken atomic.Int32  // callers woken by a reply that have not run yet
 
 	wmu     sync.Mutex      // guards wq and the wstate transitions
 	wq      []*clientSlot   // requests queued to be written, in order
@@ -239,6 +241,9 @@ func (c *clientConn) completeLocked(s *clientSlot, err error) {
 		c.free <- s.idx
 		return
 	}
+	if s.parked.Swap(false) {
+		c.woken.Add(1) // until the caller runs: see client_write.go
+	}
 	s.done <- struct{}{}
 }
 
@@ -307,13 +312,17 @@ func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abando
 			return s.err, false
 		default:
 		}
+		s.parked.Store(true)
 		select {
 		case <-s.done:
+			c.unpark(s)
 			return s.err, false
 		case c.rtok <- struct{}{}:
+			c.unpark(s)
 			c.lead(ctx, s, s.cookie)
 			<-c.rtok
 		case <-ctx.Done():
+			c.unpark(s)
 		}
 	}
 	// Ask the leader to let go of the buffer, cutting its read if it is
@@ -336,6 +345,14 @@ func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abando
 	// waits on this connection again.
 	go c.drain(s, cookie)
 	return ctx.Err(), true
+}
+
+// unpark ends a caller's wait for its reply, taking it out of c.woken if
+// the reader counted it there.
+func (c *clientConn) unpark(s *clientSlot) {
+	if !s.parked.Swap(false) {
+		c.woken.Add(-1)
+	}
 }
 
 // kick cuts the reader's current or next read with a deadline in the past.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -14,7 +15,12 @@ import (
 // lock and writes every request queued at that moment, headers and
 // payloads, in one writev. So requests started together by many goroutines
 // share a syscall, while a request alone is one write of its own, as
-// before. A caller returns from start only once its request is on the
+// before. Replies wake their callers one after another on the reader's
+// processor, so each would find the lock free and write alone: a caller
+// that starts a request while callers woken by replies have not yet run
+// (clientConn.woken) yields first, letting them queue theirs. A caller
+// that no reply woke (one goroutine keeping requests in flight by handle)
+// never yields. A caller returns from start only once its request is on the
 // wire (or taken back), so a WRITE's payload is never read after the call
 // that owns it has returned.
 //
@@ -66,6 +72,12 @@ func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flag
 	s.wstate.Store(clientWQueued)
 	c.wq = append(c.wq, s)
 	c.wmu.Unlock()
+	if c.canWritev && c.woken.Load() > 0 {
+		// Callers that a reply woke are about to run, most of them to
+		// start their next request: let them queue theirs first, so
+		// that one writev carries them all.
+		runtime.Gosched()
+	}
 	return c.push(ctx, s)
 }
 
