@@ -3,24 +3,26 @@ package nbd
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // The transmission engine of one connection.
 //
 // Each connection has a fixed table of request slots (WithMaxInFlight). A
 // caller takes a free slot from a buffered channel (waiting there is the
-// backpressure), fills it, sends the request header and payload in one
-// write, and waits for its reply. Nothing is allocated per request: slots,
-// headers, net.Buffers and channels are made once per connection.
+// backpressure), fills it, sends the request header and payload (in one
+// write when alone, in one writev with the other requests queued at the
+// same moment otherwise: client_write.go), and waits for its reply.
+// Nothing is allocated per request: slots, headers, write vectors and
+// channels are made once per connection.
 //
 // There is no reader goroutine. Replies are read by whichever waiting
 // caller holds the reader role (a token channel of capacity one), leader
@@ -90,6 +92,7 @@ type clientSlot struct {
 	done chan struct{} // capacity 1: the reader (or fail) signals completion
 
 	cancel atomic.Bool // the caller gave up: the reader must let go of buf
+	parked atomic.Bool // the caller is blocked waiting for its reply
 
 	mu        sync.Mutex
 	cookie    uint64
@@ -112,9 +115,10 @@ type clientSlot struct {
 	ext     []Extent
 	extRuns []clientExtentRun
 
-	hdr  [RequestSize]byte
-	bufs [2][]byte
-	nb   net.Buffers
+	hdr    [RequestSize]byte
+	wbuf   []byte        // WRITE payload, until the request is sent
+	wstate atomic.Uint32 // clientW*: where the request is on its way out; changed under clientConn.wmu
+	wdone  chan struct{} // capacity 1: a hint that a writer settled the request (sent or put back)
 }
 
 type clientIval struct{ lo, hi uint64 }
@@ -133,7 +137,19 @@ type clientConn struct {
 
 	slots []clientSlot
 	free  chan uint32
-	wsem  chan struct{} // capacity 1: held while writing a request
+	wsem  chan struct{} // capacity 1: held by the writer (see client_write.go)
+	woken atomic.Int32  // callers woken by a reply that have not run yet
+
+	wmu     sync.Mutex      // guards wq and the wstate transitions
+	wq      []*clientSlot   // requests queued to be written, in order
+	wbatch  []*clientSlot   // the writer's: the requests it is writing
+	wvec    [][]byte        // the writer's: their headers and payloads
+	wb      *zerocopy.Batch // the writer's: wvec written to a socket (raw writev on Linux)
+	wkickMu sync.Mutex      // guards writing, wkicked and write deadline changes
+	writing bool            // a writev is in progress
+	wkicked bool            // and was cut
+
+	wbatches int // the writer's: batches written (tests count them)
 
 	dead   chan struct{}
 	failMu sync.Mutex
@@ -143,7 +159,9 @@ type clientConn struct {
 	kickMu sync.Mutex // orders read deadline changes with the checks of why a read was cut
 
 	// owned by the leader
-	headerOnly bool // the last payload was large: read no further than a header
+	raw        *clientRawSock // raw reads of a socket (nil: TLS, a pipe)
+	ahead      []byte         // bytes read after a direct payload, not yet in br
+	headerOnly bool           // the last payload was large: read no further than a header
 	body       clientBody
 	rfix       [OffsetHoleSize]byte // fixed-size chunk payloads
 	scratch    []byte
@@ -157,10 +175,15 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 		slots:      make([]clientSlot, inflight),
 		free:       make(chan uint32, inflight),
 		wsem:       make(chan struct{}, 1),
+		wq:         make([]*clientSlot, 0, inflight),
+		wbatch:     make([]*clientSlot, 0, inflight),
+		wvec:       make([][]byte, 0, 2*inflight),
 		dead:       make(chan struct{}),
 		rtok:       make(chan struct{}, 1),
 	}
 	c.br = bufio.NewReaderSize(clientSock{c}, clientReplyBuffer)
+	c.raw = newClientRawSock(nc)
+	c.wb = zerocopy.NewBatch(nc)
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
 		c.canWritev = true
@@ -169,6 +192,7 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 		s := &c.slots[i]
 		s.idx = uint32(i)
 		s.done = make(chan struct{}, 1)
+		s.wdone = make(chan struct{}, 1)
 		c.free <- uint32(i)
 	}
 	return c
@@ -217,13 +241,17 @@ func (c *clientConn) completeLocked(s *clientSlot, err error) {
 		c.free <- s.idx
 		return
 	}
+	if s.parked.Swap(false) {
+		c.woken.Add(1) // until the caller runs: see client_write.go
+	}
 	s.done <- struct{}{}
 }
 
 func (c *clientConn) resetLocked(s *clientSlot) {
 	s.inflight, s.complete, s.abandoned = false, false, false
 	s.cancel.Store(false)
-	s.buf, s.err = nil, nil
+	s.buf, s.err, s.wbuf = nil, nil, nil
+	s.wstate.Store(clientWIdle)
 	s.covered = 0
 	s.ivals = s.ivals[:0]
 	s.ext = s.ext[:0]
@@ -272,121 +300,6 @@ func (c *clientConn) release(s *clientSlot) {
 	c.free <- s.idx
 }
 
-// start sends a request on slot s. wbuf is the WRITE payload; rbuf the READ
-// destination (len(rbuf) == length). On error the slot has been released.
-func (c *clientConn) start(ctx context.Context, s *clientSlot, cmd Command, flags CmdFlags, off uint64, length uint32, wbuf, rbuf []byte) error {
-	s.mu.Lock()
-	s.gen++
-	s.cookie = uint64(s.gen)<<32 | uint64(s.idx)
-	s.cmd, s.flags, s.off, s.length = cmd, flags, off, length
-	s.buf = rbuf
-	s.inflight = true
-	req := Request{Flags: flags, Type: cmd, Cookie: s.cookie, Offset: off, Length: length}
-	req.Put(&s.hdr)
-	s.mu.Unlock()
-
-	// Take the write lock, giving up if ctx ends first.
-	select {
-	case c.wsem <- struct{}{}:
-	default:
-		select {
-		case c.wsem <- struct{}{}:
-		case <-ctx.Done():
-			return c.unsend(s, ctx.Err())
-		case <-c.dead:
-			return c.unsend(s, c.err)
-		}
-	}
-	if err := c.failed(); err != nil {
-		<-c.wsem
-		return c.unsend(s, err)
-	}
-	var stop func() bool
-	var fired chan struct{}
-	if ctx.Done() != nil {
-		// A write blocked when ctx ends is interrupted by a deadline.
-		fired = make(chan struct{})
-		stop = context.AfterFunc(ctx, func() {
-			_ = c.nc.SetWriteDeadline(time.Unix(1, 0))
-			close(fired)
-		})
-	}
-	written, err := c.send(ctx, s, wbuf)
-	if stop != nil && !stop() {
-		// The deadline was (or is being) set: wait for it, then clear it
-		// so it cannot hit the next request.
-		<-fired
-		_ = c.nc.SetWriteDeadline(time.Time{})
-	}
-	<-c.wsem
-	if err != nil && written == 0 && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) && !c.isTLS() {
-		// Nothing of the request went out: take it back.
-		return c.unsend(s, ctx.Err())
-	}
-	if err != nil {
-		// A request half on the wire cannot be taken back.
-		c.fail(fmt.Errorf("%w: sending %v: %w", ErrConnectionLost, cmd, err))
-		if ctx.Err() != nil {
-			return c.unsend(s, fmt.Errorf("%w (the connection was closed: part of the request had gone out)", ctx.Err()))
-		}
-		// fail completed the slot; the caller's wait collects it.
-	}
-	return nil
-}
-
-func (c *clientConn) isTLS() bool {
-	_, ok := c.nc.(*tls.Conn)
-	return ok
-}
-
-// send writes the header in s and then wbuf, in one writev on a kernel
-// socket. It returns how many bytes went out.
-func (c *clientConn) send(ctx context.Context, s *clientSlot, wbuf []byte) (int, error) {
-	total := RequestSize + len(wbuf)
-	written := 0
-	for written < total {
-		var n int
-		var err error
-		switch {
-		case written < RequestSize && len(wbuf) > 0 && c.canWritev:
-			s.bufs[0], s.bufs[1] = s.hdr[written:], wbuf
-			s.nb = s.bufs[:]
-			var n64 int64
-			n64, err = s.nb.WriteTo(c.nc)
-			n = int(n64)
-			s.bufs[1] = nil
-		case written < RequestSize:
-			n, err = c.nc.Write(s.hdr[written:])
-		default:
-			n, err = c.nc.Write(wbuf[written-RequestSize:])
-		}
-		written += n
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && !c.isTLS() {
-			// Not our deadline: a stale one. Clear it and go on.
-			_ = c.nc.SetWriteDeadline(time.Time{})
-			continue
-		}
-		return written, err
-	}
-	return written, nil
-}
-
-// unsend takes back a slot whose request was never written.
-func (c *clientConn) unsend(s *clientSlot, err error) error {
-	s.mu.Lock()
-	if s.complete {
-		// fail got here first and signalled done: drain it.
-		<-s.done
-	}
-	c.resetLocked(s)
-	s.mu.Unlock()
-	c.free <- s.idx
-	return err
-}
-
 // wait waits for the reply to the request in s and returns its error,
 // leading (reading replies for everyone) while no one else does. If ctx
 // ends first, s is abandoned (whoever reads its reply frees it) and wait
@@ -399,13 +312,17 @@ func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abando
 			return s.err, false
 		default:
 		}
+		s.parked.Store(true)
 		select {
 		case <-s.done:
+			c.unpark(s)
 			return s.err, false
 		case c.rtok <- struct{}{}:
+			c.unpark(s)
 			c.lead(ctx, s, s.cookie)
 			<-c.rtok
 		case <-ctx.Done():
+			c.unpark(s)
 		}
 	}
 	// Ask the leader to let go of the buffer, cutting its read if it is
@@ -428,6 +345,14 @@ func (c *clientConn) wait(ctx context.Context, s *clientSlot) (err error, abando
 	// waits on this connection again.
 	go c.drain(s, cookie)
 	return ctx.Err(), true
+}
+
+// unpark ends a caller's wait for its reply, taking it out of c.woken if
+// the reader counted it there.
+func (c *clientConn) unpark(s *clientSlot) {
+	if !s.parked.Swap(false) {
+		c.woken.Add(-1)
+	}
 }
 
 // kick cuts the reader's current or next read with a deadline in the past.

@@ -45,12 +45,30 @@ type clientBody struct {
 type clientSock struct{ c *clientConn }
 
 func (r clientSock) Read(p []byte) (int, error) {
-	if r.c.headerOnly && len(p) > clientHeaderRead {
+	c := r.c
+	if len(c.ahead) > 0 {
+		n := copy(p, c.ahead)
+		c.ahead = c.ahead[n:]
+		return n, nil
+	}
+	if c.headerOnly && len(p) > clientHeaderRead {
 		// Do not read ahead into what is likely a large payload: it is
 		// to go straight into its caller's buffer.
 		p = p[:clientHeaderRead]
 	}
-	n, err := r.c.nc.Read(p)
+	var n int
+	var err error
+	if c.raw != nil {
+		n, err = c.raw.Read(p)
+	} else {
+		n, err = c.nc.Read(p)
+	}
+	return clientCut(n, err)
+}
+
+// clientCut turns a read cut by a deadline into errClientInterrupted
+// (when it read nothing); the reader decides what the cut means.
+func clientCut(n int, err error) (int, error) {
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		if n > 0 {
 			return n, nil
@@ -376,12 +394,18 @@ func (c *clientConn) claimBuf() {
 }
 
 // readSome reads part of dst: from what br holds, then, for a direct body,
-// straight from the socket.
+// straight from the socket, with what follows it up to the next header
+// read ahead (client_raw.go).
 func (c *clientConn) readSome(dst []byte, direct bool) (int, error) {
 	if !direct || c.br.Buffered() > 0 {
 		return c.br.Read(dst)
 	}
-	return clientSock{c}.Read(dst)
+	if c.raw == nil || len(c.ahead) > 0 {
+		return clientSock{c}.Read(dst)
+	}
+	n, ahead, err := c.raw.ReadAhead(dst)
+	c.ahead = ahead
+	return clientCut(n, err)
 }
 
 // finish completes the message: the slot's request is done if this was a

@@ -58,6 +58,16 @@ func (b *Batch) Add(m *Message) {
 	b.n += m.Len()
 }
 
+// AddBytes appends p to the batch as one piece, after what was added
+// before. Like Add it records a view: p must not change until Write
+// returns.
+func (b *Batch) AddBytes(p []byte) {
+	if len(p) > 0 {
+		b.vec = append(b.vec, p)
+		b.n += len(p)
+	}
+}
+
 // Len returns the number of bytes in the batch.
 func (b *Batch) Len() int { return b.n }
 

@@ -54,11 +54,16 @@ func TestBatchWritesMessagesInOrder(t *testing.T) {
 		for i := range msgs {
 			msgs[i] = NewMessage(p)
 		}
-		want := batchMessages(t, p, msgs)
+		var want []byte
 		var w countingWriter
 		b := NewBatch(&w)
 		for _, m := range msgs {
+			want = append(want, batchMessages(t, p, []*Message{m})...)
 			b.Add(m)
+			// Caller bytes after each message, as an AddBytes piece.
+			extra := rapid.SliceOfN(rapid.Byte(), 0, 9).Draw(t, "extra")
+			b.AddBytes(extra)
+			want = append(want, extra...)
 		}
 		if b.Len() != len(want) {
 			t.Fatalf("Len %d, want %d", b.Len(), len(want))

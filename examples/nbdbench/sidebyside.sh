@@ -14,7 +14,13 @@ RUNS=${RUNS:-5}
 dir=$(mktemp -d)
 S=$dir/nbd.sock
 U="nbd+unix:///?socket=$S"
-nbdkit --foreground --exit-with-parent --unix "$S" memory size=1G &
+# SERVER=nbdkit (the default) serves nbdkit's memory plugin; SERVER=nhd
+# serves this module's examples/nbd-server (NBDSERVER: its binary, built
+# with go build -o /tmp/nbd-server ./examples/nbd-server).
+case "${SERVER:-nbdkit}" in
+nhd) "${NBDSERVER:?set NBDSERVER to a build of examples/nbd-server}" -unix "$S" -size 1G & ;;
+*) nbdkit --foreground --exit-with-parent --unix "$S" memory size=1G & ;;
+esac
 NP=$!
 trap 'kill $NP; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do [ -S "$S" ] && break; sleep 0.1; done
