@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -27,7 +28,7 @@ type cutProxy struct {
 	refuse bool // new connections are closed at once
 }
 
-func newCutProxy(t *testing.T, target string) *cutProxy {
+func newCutProxy(t testing.TB, target string) *cutProxy {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,23 @@ func (p *cutProxy) cut() {
 	p.cuts++
 }
 
+func (p *cutProxy) cutCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cuts
+}
+
+// resentCount returns how many commands h's I/O queues sent again.
+func resentCount(h *Host) int {
+	n := 0
+	for _, q := range h.io {
+		q.mu.Lock()
+		n += q.resent
+		q.mu.Unlock()
+	}
+	return n
+}
+
 func (p *cutProxy) setRefuse(v bool) {
 	p.mu.Lock()
 	p.refuse = v
@@ -104,8 +122,11 @@ func TestHostReconnectsUnderIO(t *testing.T) {
 			disk := nbd.NewMemDisk(size)
 			_, addr := startServer(t, disk, 512, inCapsule(8192))
 			p := newCutProxy(t, addr)
+			// The delay outlasts the target's work on a dropped connection:
+			// a write it still ran after the host re-issued the same
+			// write and then another would undo the latter.
 			h := dialTest(t, p.addr(), &Config{IOQueues: 2, QueueDepth: 8, HeaderDigest: dg, DataDigest: dg,
-				ReconnectDelay: 20 * time.Millisecond, LossTimeout: 20 * time.Second})
+				ReconnectDelay: 200 * time.Millisecond, LossTimeout: 20 * time.Second})
 			models := make([][]byte, workers)
 			var wg sync.WaitGroup
 			stop := make(chan struct{})
@@ -119,7 +140,7 @@ func TestHostReconnectsUnderIO(t *testing.T) {
 				}()
 			}
 			for range 5 {
-				time.Sleep(150 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond)
 				p.cut()
 			}
 			time.Sleep(150 * time.Millisecond)
@@ -131,16 +152,11 @@ func TestHostReconnectsUnderIO(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			resent := 0
-			for _, q := range h.io {
-				q.mu.Lock()
-				resent += q.resent
-				q.mu.Unlock()
+			resent := resentCount(h)
+			if p.cutCount() < 5 || resent == 0 {
+				t.Fatalf("%d cuts, %d commands sent again: the test cut nothing in flight", p.cutCount(), resent)
 			}
-			if p.cuts < 5 || resent == 0 {
-				t.Fatalf("%d cuts, %d commands sent again: the test cut nothing in flight", p.cuts, resent)
-			}
-			t.Logf("%d cuts, %d commands sent again", p.cuts, resent)
+			t.Logf("%d cuts, %d commands sent again", p.cutCount(), resent)
 			got := make([]byte, region)
 			for w := range workers {
 				disk.ReadAt(got, int64(w*region))
@@ -169,16 +185,16 @@ func worker(h *Host, w int, model []byte, stop chan struct{}) error {
 		if rng.IntN(2) == 0 {
 			stamp(buf[:n], w, seq)
 			if _, err := h.WriteAt(buf[:n], base+off); err != nil {
-				return err
+				return fmt.Errorf("worker %d: write %d at %d: %w", w, n, base+off, err)
 			}
 			copy(model[off:], buf[:n])
 			continue
 		}
 		if _, err := h.ReadAt(buf[:n], base+off); err != nil {
-			return err
+			return fmt.Errorf("worker %d: read %d at %d: %w", w, n, base+off, err)
 		}
 		if !bytes.Equal(buf[:n], model[off:off+int64(n)]) {
-			return errors.New("a read returned other than the acknowledged writes")
+			return fmt.Errorf("worker %d: read %d at %d returned other than the acknowledged writes", w, n, base+off)
 		}
 	}
 }
