@@ -312,3 +312,32 @@ func TestAsyncEventOverTCP(t *testing.T) {
 		t.Fatalf("changed namespaces %v, want [%d]", ids, nsid)
 	}
 }
+
+// Close during a reconnection stops it at once; the commands waiting
+// fail with ErrClosed.
+func TestHostCloseWhileReconnecting(t *testing.T) {
+	_, addr := startServer(t, nbd.NewMemDisk(1<<20), 512)
+	p := newCutProxy(t, addr)
+	h := dialTest(t, p.addr(), &Config{IOQueues: 1, ReconnectDelay: time.Hour})
+	p.setRefuse(true)
+	p.cut()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.ReadAt(make([]byte, 512), 0)
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-errc:
+		t.Fatalf("read ended while reconnecting: %v", err)
+	default:
+	}
+	start := time.Now()
+	h.Close()
+	if d := time.Since(start); d > 6*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("read waiting at Close: %v", err)
+	}
+}
