@@ -83,6 +83,7 @@ type Host struct {
 
 	recMu      sync.Mutex
 	recovering bool          // recover runs
+	again      bool          // a connection dropped while it ran
 	closed     bool          // Close began
 	lost       error         // recovery gave up
 	recDone    chan struct{} // closed when recover returns

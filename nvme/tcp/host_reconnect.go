@@ -103,62 +103,75 @@ func (q *hostQueue) resume(c *qconn) error {
 	return nil
 }
 
-// connectionLost starts error recovery, once for all queues.
+// connectionLost starts error recovery, once for all queues; a loss
+// while recovery runs makes it start over once it has reconnected.
 func (h *Host) connectionLost(err error) {
 	h.recMu.Lock()
 	defer h.recMu.Unlock()
-	if h.recovering || h.closed || h.lost != nil {
-		return
+	switch {
+	case h.closed || h.lost != nil:
+	case h.recovering:
+		h.again = true
+	default:
+		h.recovering = true
+		h.recDone = make(chan struct{})
+		go h.recover(err)
 	}
-	h.recovering = true
-	h.recDone = make(chan struct{})
-	go h.recover(err)
 }
 
-// recover tears the association down and reconnects until it works or
-// the loss timeout passes.
+// recover tears the association down and reconnects, again if a
+// connection of the new one dropped meanwhile.
 func (h *Host) recover(cause error) {
 	defer close(h.recDone)
+	for {
+		lost := h.recoverOnce(cause)
+		if lost != nil {
+			for _, q := range h.io {
+				q.fail(lost)
+			}
+		}
+		h.recMu.Lock()
+		if lost == nil && h.again && !h.closed {
+			h.again = false
+			h.recMu.Unlock()
+			continue
+		}
+		h.recovering, h.again, h.lost = false, false, lost
+		h.recMu.Unlock()
+		return
+	}
+}
+
+// recoverOnce suspends every queue and reconnects until it works, Close
+// stops it (nil) or the loss timeout passes (the error to fail with).
+func (h *Host) recoverOnce(cause error) error {
 	h.admin.Load().close()
 	for _, q := range h.io {
 		q.suspend()
 	}
+	h.recMu.Lock()
+	h.again = false // losses so far were of the connections just closed
+	h.recMu.Unlock()
 	deadline := time.Now().Add(h.cfg.LossTimeout)
 	for {
 		t := time.NewTimer(min(h.cfg.ReconnectDelay, max(time.Until(deadline), 0)))
 		select {
 		case <-h.stopRec:
 			t.Stop()
-			h.endRecovery(nil)
-			return
+			return nil
 		case <-t.C:
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err := h.reconnect(ctx)
 		cancel()
 		if err == nil {
-			h.endRecovery(nil)
-			return
+			return nil
 		}
 		cause = err
 		if !time.Now().Before(deadline) {
-			h.endRecovery(fmt.Errorf("%w: no reconnection within %v: %w", ErrControllerLost, h.cfg.LossTimeout, cause))
-			return
+			return fmt.Errorf("%w: no reconnection within %v: %w", ErrControllerLost, h.cfg.LossTimeout, cause)
 		}
 	}
-}
-
-// endRecovery ends recovery: lost nil means reconnected (or closing),
-// else every I/O queue fails with it.
-func (h *Host) endRecovery(lost error) {
-	if lost != nil {
-		for _, q := range h.io {
-			q.fail(lost)
-		}
-	}
-	h.recMu.Lock()
-	h.recovering, h.lost = false, lost
-	h.recMu.Unlock()
 }
 
 // reconnect makes a new association: admin queue, enable, Identify,
