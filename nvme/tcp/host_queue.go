@@ -116,7 +116,8 @@ func handshake(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 		nc.SetDeadline(dl)
 	}
 	c := &qconn{nc: nc}
-	res, err := c.initConn(cfg)
+	var res uint64
+	err = c.initConn(cfg)
 	if err == nil {
 		res, err = c.connect(k, d)
 		if err != nil {
@@ -131,7 +132,7 @@ func handshake(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 	return c, res, nil
 }
 
-func (c *qconn) initConn(cfg *Config) (uint64, error) {
+func (c *qconn) initConn(cfg *Config) error {
 	var dg uint8
 	if cfg.HeaderDigest {
 		dg |= DigestHeader
@@ -142,28 +143,28 @@ func (c *qconn) initConn(cfg *Config) (uint64, error) {
 	var b [ICSize]byte
 	(&ICReq{Digest: dg}).Put(&b)
 	if _, err := c.nc.Write(b[:]); err != nil {
-		return 0, err
+		return err
 	}
 	if _, err := io.ReadFull(c.nc, b[:]); err != nil {
-		return 0, noEOF(err)
+		return noEOF(err)
 	}
 	var resp ICResp
 	if err := resp.Parse(&b); err != nil {
-		return 0, err
+		return err
 	}
 	switch {
 	case resp.PFV != 0, resp.CPDA != 0:
-		return 0, fatal(FESUnsupportedParam, 8, "ICResp PFV or CPDA not 0")
+		return fatal(FESUnsupportedParam, 8, "ICResp PFV or CPDA not 0")
 	case resp.Digest != dg:
-		return 0, fatal(FESUnsupportedParam, 11, "ICResp digests differ from those asked")
+		return fatal(FESUnsupportedParam, 11, "ICResp digests differ from those asked")
 	case resp.MaxH2CData < 4096 || resp.MaxH2CData%4 != 0:
-		return 0, fatal(FESUnsupportedParam, 12, "ICResp MAXH2CDATA too small")
+		return fatal(FESUnsupportedParam, 12, "ICResp MAXH2CDATA too small")
 	}
 	c.f = framing{hdgst: cfg.HeaderDigest, ddgst: cfg.DataDigest}
 	c.maxH2C = int(min(resp.MaxH2CData, 1<<30))
 	c.r = newPDUReader(c.nc, maxHostPDUData)
 	c.r.framing = c.f
-	return 0, nil
+	return nil
 }
 
 // connect sends Connect with its data in the capsule (CID 0: nothing
