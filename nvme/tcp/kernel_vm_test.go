@@ -290,7 +290,9 @@ func hostAgainstNvmet(addr, nqn string, proxy *cutProxy) (string, error) {
 		if pass.cut {
 			to = proxy.addr()
 		}
-		h, err := Dial(ctx, to, nqn, &Config{IOQueues: 2, QueueDepth: 32, HeaderDigest: digests, DataDigest: digests, ReconnectDelay: 100 * time.Millisecond, LossTimeout: time.Minute})
+		// The delay leaves nvmet, slow in an emulated guest, time to tear
+		// the dropped association down, as the kernel host's 10 s does.
+		h, err := Dial(ctx, to, nqn, &Config{IOQueues: 2, QueueDepth: 32, HeaderDigest: digests, DataDigest: digests, ReconnectDelay: time.Second, LossTimeout: time.Minute})
 		if err != nil {
 			return "", fmt.Errorf("dial (digests %v): %w", digests, err)
 		}
@@ -301,7 +303,7 @@ func hostAgainstNvmet(addr, nqn string, proxy *cutProxy) (string, error) {
 					select {
 					case <-stop:
 						return
-					case <-time.After(300 * time.Millisecond):
+					case <-time.After(1500 * time.Millisecond):
 						proxy.cut()
 					}
 				}
