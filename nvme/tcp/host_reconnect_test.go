@@ -26,6 +26,42 @@ type cutProxy struct {
 	conns  []net.Conn
 	cuts   int
 	refuse bool // new connections are closed at once
+	// every, if set, cuts all connections each time this many more
+	// bytes went through, up to maxCuts times: in the middle of a
+	// transfer, so with a command in flight.
+	every, maxCuts int
+	bytes          int
+}
+
+// countingWriter tells its proxy how many bytes went through.
+type countingWriter struct {
+	w io.Writer
+	p *cutProxy
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.p.count(n)
+	return n, err
+}
+
+func (p *cutProxy) count(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.every == 0 || p.cuts >= p.maxCuts {
+		return
+	}
+	if p.bytes += n; p.bytes >= p.every {
+		p.bytes = 0
+		p.cutLocked()
+	}
+}
+
+// cutEvery makes p cut every n bytes, max times.
+func (p *cutProxy) cutEvery(n, max int) {
+	p.mu.Lock()
+	p.every, p.maxCuts, p.bytes = n, max, 0
+	p.mu.Unlock()
 }
 
 func newCutProxy(t testing.TB, target string) *cutProxy {
@@ -62,8 +98,8 @@ func (p *cutProxy) serve() {
 		p.mu.Lock()
 		p.conns = append(p.conns, a, b)
 		p.mu.Unlock()
-		go func() { io.Copy(a, b); a.Close(); b.Close() }()
-		go func() { io.Copy(b, a); a.Close(); b.Close() }()
+		go func() { io.Copy(countingWriter{a, p}, b); a.Close(); b.Close() }()
+		go func() { io.Copy(countingWriter{b, p}, a); a.Close(); b.Close() }()
 	}
 }
 
@@ -71,6 +107,10 @@ func (p *cutProxy) serve() {
 func (p *cutProxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.cutLocked()
+}
+
+func (p *cutProxy) cutLocked() {
 	for _, c := range p.conns {
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.SetLinger(0)
