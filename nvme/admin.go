@@ -2,6 +2,7 @@ package nvme
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
 
 	"github.com/nhdkit/nhd/nbd"
@@ -28,13 +29,7 @@ func (c *Controller) admin(ctx context.Context, cmd *Command, data []byte) (uint
 		c.lastKA.Store(time.Now().UnixNano())
 		return 0, StatusSuccess, false
 	case OpAsyncEventRequest:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.aers >= aerLimit {
-			return 0, StatusAERLimitExceeded | StatusDNR, false
-		}
-		c.aers++
-		return 0, StatusSuccess, true
+		return c.asyncEventRequest(cmd)
 	}
 	return 0, StatusInvalidOpcode | StatusDNR, false
 }
@@ -56,11 +51,18 @@ func (c *Controller) identify(cmd *Command, data []byte) Status {
 		return StatusInvalidField | StatusDNR
 	}
 	var ns *namespace
+	var nss []*namespace
+	if c.sub != nil {
+		nss = c.sub.namespaces()
+	}
 	if cns == CNSNamespace || cns == CNSNamespaceDescriptors {
-		if cmd.NSID == 0 || cmd.NSID > uint32(len(c.sub.ns)) {
+		if cmd.NSID == 0 || cmd.NSID > uint32(len(nss)) {
 			return StatusInvalidNamespace | StatusDNR
 		}
-		ns = &c.sub.ns[cmd.NSID-1]
+		ns = nss[cmd.NSID-1]
+		if ns == nil && cns == CNSNamespaceDescriptors {
+			return StatusInvalidNamespace | StatusDNR
+		}
 	}
 	b, done := c.page(data)
 	defer done()
@@ -68,15 +70,19 @@ func (c *Controller) identify(cmd *Command, data []byte) Status {
 	case CNSController:
 		c.identifyController().Put(b)
 	case CNSNamespace:
+		if ns == nil { // an inactive id: a zero filled structure
+			clear(b[:])
+			break
+		}
 		ns.identify().Put(b)
 	case CNSActiveNamespaces:
 		if cmd.NSID >= 0xFFFFFFFE {
 			return StatusInvalidNamespace | StatusDNR
 		}
 		clear(b[:])
-		for i, n := 0, 0; i < len(c.sub.ns) && n < IdentifySize/4; i++ {
-			if uint32(i+1) > cmd.NSID {
-				b[4*n], b[4*n+1], b[4*n+2], b[4*n+3] = byte(i+1), byte((i+1)>>8), byte((i+1)>>16), byte((i+1)>>24)
+		for i, n := 0, 0; i < len(nss) && n < IdentifySize/4; i++ {
+			if id := uint32(i + 1); id > cmd.NSID && nss[i] != nil {
+				binary.LittleEndian.PutUint32(b[4*n:], id)
 				n++
 			}
 		}
@@ -104,9 +110,10 @@ func (c *Controller) identifyController() *IdentifyController {
 		return id
 	}
 	s := c.sub
-	id.SubNQN, id.NN = s.NQN, uint32(len(s.ns))
+	id.SubNQN, id.NN = s.NQN, uint32(len(s.namespaces()))
 	id.ONCS = ONCSWriteZeroes | ONCSDatasetManagement
-	if s.flush {
+	id.OAES = OAESNamespaceAttr
+	if s.flush.Load() {
 		id.VWC = 1
 	}
 	id.Serial = s.Serial
@@ -168,6 +175,10 @@ func (c *Controller) getLogPage(cmd *Command, data []byte) Status {
 		}
 		c.mu.Unlock()
 		page = b[:]
+	case g.LID == LogChangedNamespaces && c.sub != nil:
+		var b [IdentifySize]byte
+		c.changedLog(&b, !g.RAE)
+		page = b[:]
 	case g.LID == LogSMART && c.sub != nil:
 		var b [SMARTLogSize]byte
 		c.sub.smart().Put(&b)
@@ -218,15 +229,16 @@ func (c *Controller) setFeatures(cmd *Command) (uint64, Status) {
 		if c.sub == nil {
 			n = 1 // a discovery controller has no I/O queues, but says 1
 		}
-		c.queues = n
+		c.nq = n
 		return uint64(NumberOfQueues(uint16(n), uint16(n))), StatusSuccess
 	case FeatAsyncEventConfig:
 		c.aec = cmd.CDW11
 	case FeatKeepAliveTimer:
 		c.kato.Store(cmd.CDW11)
+		c.armKeepAlive()
 	case FeatArbitration, FeatPowerManagement, FeatTemperature, FeatErrorRecovery, FeatTimestamp, FeatWriteAtomicity:
 	case FeatVolatileWriteCache:
-		if c.sub == nil || !c.sub.flush {
+		if c.sub == nil || !c.sub.flush.Load() {
 			return 0, StatusInvalidField | StatusDNR
 		}
 	default:
@@ -240,14 +252,14 @@ func (c *Controller) getFeatures(cmd *Command) (uint64, Status) {
 	defer c.mu.Unlock()
 	switch uint8(cmd.CDW10) {
 	case FeatNumberOfQueues:
-		n := max(c.queues, 1)
+		n := max(c.nq, 1)
 		return uint64(NumberOfQueues(uint16(n), uint16(n))), StatusSuccess
 	case FeatAsyncEventConfig:
 		return uint64(c.aec), StatusSuccess
 	case FeatKeepAliveTimer:
 		return uint64(c.kato.Load()), StatusSuccess
 	case FeatVolatileWriteCache:
-		if c.sub != nil && c.sub.flush {
+		if c.sub != nil && c.sub.flush.Load() {
 			return 1, StatusSuccess
 		}
 		return 0, StatusSuccess

@@ -32,10 +32,13 @@ type Controller struct {
 	mu       sync.Mutex
 	cc       CC
 	csts     CSTS
-	queues   int // I/O queues granted by Number of Queues (0: not set)
-	ioQueues []bool
+	nq       int      // I/O queues granted by Number of Queues (0: not set)
+	queues   []*Queue // connected queues by id, 0 the admin queue
+	dead     bool     // the association ended
+	ka       *time.Timer
 	aec      uint32
-	aers     int
+	aers     []uint16 // CIDs of the held Asynchronous Event Requests
+	ev       events
 	errCount uint64
 	errLog   [errorLogEntries]ErrorLogEntry
 	scratch  [IdentifySize]byte
@@ -117,10 +120,13 @@ func (q *Queue) connect(cmd *Command, data []byte) (uint64, Status) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if int(k.QID) > c.queues || c.ioQueues[k.QID] {
+	if c.dead {
+		return invalidParam(true, ConnectOffsetCNTLID)
+	}
+	if int(k.QID) > c.nq || c.queues[k.QID] != nil {
 		return invalidParam(false, ConnectOffsetQID)
 	}
-	c.ioQueues[k.QID] = true
+	c.queues[k.QID] = q
 	q.ctrl, q.id, q.size, q.noSQF = c, k.QID, int(k.SQSize)+1, k.CATTR&CATTRNoSQFlow != 0
 	return 0, StatusSuccess
 }
@@ -129,9 +135,9 @@ func (q *Queue) connectAdmin(k Connect, d *ConnectData, sub *subsystem) (uint64,
 	if d.ControllerID != DynamicControllerID {
 		return invalidParam(true, ConnectOffsetCNTLID)
 	}
-	c := &Controller{f: q.f, sub: sub, hostNQN: d.HostNQN, hostID: d.HostID, local: q.Local, ioQueues: make([]bool, q.f.MaxIOQueues+1)}
+	c := &Controller{f: q.f, sub: sub, hostNQN: d.HostNQN, hostID: d.HostID, local: q.Local, queues: make([]*Queue, q.f.MaxIOQueues+1)}
+	c.queues[0] = q
 	c.kato.Store(k.KATO)
-	c.lastKA.Store(time.Now().UnixNano())
 	f := q.f
 	f.mu.Lock()
 	for range 0xFFEF {
@@ -149,6 +155,9 @@ func (q *Queue) connectAdmin(k Connect, d *ConnectData, sub *subsystem) (uint64,
 		return 0, StatusConnectBusy
 	}
 	q.ctrl, q.id, q.size, q.noSQF = c, 0, int(k.SQSize)+1, k.CATTR&CATTRNoSQFlow != 0
+	c.mu.Lock()
+	c.armKeepAlive()
+	c.mu.Unlock()
 	return uint64(c.id), StatusSuccess
 }
 
@@ -195,7 +204,8 @@ func (c *Controller) setCC(v CC) {
 	case !v.Enable() && old.Enable():
 		c.csts &^= CSTSReady | CSTSShutdownMask | CSTSFatal
 		c.ready.Store(false)
-		c.queues = 0
+		c.nq = 0
+		c.abortEvents()
 	}
 	if v.SHN() != 0 && old.SHN() == 0 {
 		c.csts = c.csts&^CSTSShutdownMask | CSTSShutdownComplete

@@ -20,6 +20,7 @@ type harness struct {
 	admin *Queue
 	io    *Queue
 	cid   uint16
+	kato  uint32 // Connect's KATO; 0 means 5000
 }
 
 func newFabric(disk nbd.Backend, bs int) *Fabric {
@@ -42,7 +43,11 @@ func (h *harness) exec(q *Queue, cmd Command, data []byte) Completion {
 
 func (h *harness) connect(q *Queue, qid uint16, cntlid uint16, subnqn string) Completion {
 	var cmd Command
-	Connect{QID: qid, SQSize: 31, KATO: 5000}.Encode(&cmd)
+	kato := h.kato
+	if kato == 0 {
+		kato = 5000
+	}
+	Connect{QID: qid, SQSize: 31, KATO: kato}.Encode(&cmd)
 	var d [ConnectDataSize]byte
 	(&ConnectData{ControllerID: cntlid, SubNQN: subnqn, HostNQN: "nqn.host"}).Put(&d)
 	return h.exec(q, cmd, d[:])
@@ -65,7 +70,14 @@ func (h *harness) ok(cpl Completion, what string) Completion {
 // bringUp connects and enables a controller and one I/O queue, in the
 // order a Linux host does.
 func bringUp(t testing.TB, f *Fabric) *harness {
-	h := &harness{t: t, f: f, admin: f.NewQueue(), io: f.NewQueue()}
+	return bringUpKATO(t, f, 0)
+}
+
+// bringUpKATO is bringUp with Connect's KATO (0: 5000 ms) and transports
+// on both queues.
+func bringUpKATO(t testing.TB, f *Fabric, kato uint32) *harness {
+	h := &harness{t: t, f: f, admin: f.NewQueue(), io: f.NewQueue(), kato: kato}
+	h.admin.Transport, h.io.Transport = &fakeTransport{}, &fakeTransport{}
 	cntlid := uint16(h.ok(h.connect(h.admin, 0, DynamicControllerID, testNQN), "admin connect").Result)
 	if cap := CAP(h.ok(h.prop(false, PropCAP, 0), "get CAP").Result); cap.MQES() != uint16(f.QueueDepth-1) || cap.MPSMin() != 0 {
 		t.Fatalf("CAP %#x", uint64(cap))

@@ -43,14 +43,25 @@
 // CAP, VS, CC and CSTS; the host enables the controller by setting CC.EN.
 // Admin commands: Identify (controller, namespace, active namespace list,
 // namespace identification descriptors, I/O command set), Get Log Page
-// (error information, SMART / health, discovery), Get and Set Features
-// (Number of Queues, Async Event Configuration, Keep Alive Timer, Volatile
-// Write Cache and a few with nothing to set), Keep Alive and Asynchronous
-// Event Request (held: no events are raised). I/O commands: Read, Write
-// (FUA through nbd.FUAWriter or a Flush), Flush, Write Zeroes (through
+// (error information, SMART / health, changed namespace list, discovery),
+// Get and Set Features (Number of Queues, Async Event Configuration, Keep
+// Alive Timer, Volatile Write Cache and a few with nothing to set), Keep
+// Alive and Asynchronous Event Request. I/O commands: Read, Write (FUA
+// through nbd.FUAWriter or a Flush), Flush, Write Zeroes (through
 // nbd.Zeroer, else by writing zeroes) and Dataset Management deallocate
 // (through nbd.Trimmer). Every failure completes with its status and is
 // kept in the error log.
+//
+// # Keep Alive and asynchronous events
+//
+// A controller whose host sets a Keep Alive Timeout and then sends no
+// Keep Alive for that long (rounded up to whole seconds, plus
+// Fabric.KeepAliveSlack) ends its association: it asks each queue's
+// Transport to Abort. Fabric.AddNamespace, RemoveNamespace and
+// ResizeNamespace change a subsystem at run time; each of its
+// controllers then raises Namespace Attribute Changed (OAES bit 8),
+// completing a held Asynchronous Event Request through Transport.Complete,
+// and lists the ids in the Changed Namespace List log page.
 //
 // The nvme/tcp package carries queues over NVMe/TCP, as a target and as a
 // host.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nhdkit/nhd/nbd"
 )
@@ -22,11 +23,18 @@ const (
 	DefaultMDTS = 5
 	// DefaultKAS is the keep alive granularity advertised, in 100 ms.
 	DefaultKAS = 10
+	// DefaultKeepAliveSlack is the time a controller waits for a Keep
+	// Alive past its timeout before it ends the association.
+	DefaultKeepAliveSlack = 2 * time.Second
 )
 
 // Errors of a Fabric's configuration.
 var (
 	ErrBadConfig = errors.New("nvme: bad fabric configuration")
+	// ErrNoSubsystem is returned for an NQN the Fabric does not serve.
+	ErrNoSubsystem = errors.New("nvme: no such subsystem")
+	// ErrNoNamespace is returned for a namespace id that is not active.
+	ErrNoNamespace = errors.New("nvme: no such namespace")
 )
 
 // Namespace is one namespace of a Subsystem: a Backend seen as blocks.
@@ -85,6 +93,11 @@ type Fabric struct {
 	// means the largest transfer, so that hosts send every write with its
 	// command (no R2T round trip).
 	InCapsuleSize int
+	// KeepAliveSlack is added to a controller's Keep Alive Timeout
+	// (KATO, rounded up to whole seconds as Linux's nvmet does) before
+	// the controller, having had no Keep Alive for that long, ends its
+	// association; 0 means DefaultKeepAliveSlack, negative means none.
+	KeepAliveSlack time.Duration
 
 	once  sync.Once
 	err   error
@@ -96,8 +109,9 @@ type Fabric struct {
 
 type subsystem struct {
 	*Subsystem
-	ns    []namespace
-	flush bool // some namespace is a Flusher: VWC
+	nsp   atomic.Pointer[[]*namespace] // by id - 1, nil: inactive; copied on change
+	nsMu  sync.Mutex                   // serialises changes of nsp
+	flush atomic.Bool                  // some namespace is a Flusher: VWC
 	stats struct{ reads, writes, unitsRead, unitsWritten atomic.Uint64 }
 }
 
@@ -151,35 +165,46 @@ func (f *Fabric) addSubsystem(s *Subsystem) error {
 		return fmt.Errorf("%w: subsystem NQN %q empty, too long, reserved or repeated", ErrBadConfig, s.NQN)
 	}
 	sub := &subsystem{Subsystem: s}
+	var nss []*namespace
 	for i, n := range s.Namespaces {
-		if n.Backend == nil {
-			return fmt.Errorf("%w: %s namespace %d has no backend", ErrBadConfig, s.NQN, i+1)
+		ns, err := newNamespace(s.NQN, uint32(i+1), n)
+		if err != nil {
+			return err
 		}
-		bs := n.BlockSize
-		if bs == 0 {
-			bs = 512
-		}
-		if bs != 512 && bs != 4096 {
-			return fmt.Errorf("%w: %s namespace %d block size %d", ErrBadConfig, s.NQN, i+1, bs)
-		}
-		ns := namespace{Namespace: n, uuid: n.UUID}
-		ns.BlockSize = bs
-		for ; 1<<ns.shift < bs; ns.shift++ {
-		}
-		ns.blocks = uint64(n.Backend.Size()) >> ns.shift
-		if ns.uuid == [16]byte{} {
-			h := sha256.Sum256(fmt.Appendf(nil, "%s/%d", s.NQN, i+1))
-			copy(ns.uuid[:], h[:])
-			ns.uuid[6] = ns.uuid[6]&0x0F | 0x50 // a name-based UUID
-			ns.uuid[8] = ns.uuid[8]&0x3F | 0x80
-		}
+		nss = append(nss, ns)
 		if _, ok := n.Backend.(nbd.Flusher); ok {
-			sub.flush = true
+			sub.flush.Store(true)
 		}
-		sub.ns = append(sub.ns, ns)
 	}
+	sub.nsp.Store(&nss)
 	f.subs[s.NQN] = sub
 	return nil
+}
+
+// newNamespace checks n and makes namespace nsid of subsystem nqn.
+func newNamespace(nqn string, nsid uint32, n Namespace) (*namespace, error) {
+	if n.Backend == nil {
+		return nil, fmt.Errorf("%w: %s namespace %d has no backend", ErrBadConfig, nqn, nsid)
+	}
+	bs := n.BlockSize
+	if bs == 0 {
+		bs = 512
+	}
+	if bs != 512 && bs != 4096 {
+		return nil, fmt.Errorf("%w: %s namespace %d block size %d", ErrBadConfig, nqn, nsid, bs)
+	}
+	ns := &namespace{Namespace: n, uuid: n.UUID}
+	ns.BlockSize = bs
+	for ; 1<<ns.shift < bs; ns.shift++ {
+	}
+	ns.blocks = uint64(n.Backend.Size()) >> ns.shift
+	if ns.uuid == [16]byte{} {
+		h := sha256.Sum256(fmt.Appendf(nil, "%s/%d", nqn, nsid))
+		copy(ns.uuid[:], h[:])
+		ns.uuid[6] = ns.uuid[6]&0x0F | 0x50 // a name-based UUID
+		ns.uuid[8] = ns.uuid[8]&0x3F | 0x80
+	}
+	return ns, nil
 }
 
 // Check validates the configuration (it is also done by the first
@@ -203,6 +228,25 @@ func (f *Fabric) NewQueue() *Queue {
 	return &Queue{f: f}
 }
 
+// Transport is what a controller asks of the connection that carries
+// one of its queues, for what it does on its own rather than in answer
+// to Exec: complete a command Exec held, and end the connection when the
+// controller ends its association. A transport sets it as
+// Queue.Transport before the queue's first Exec.
+type Transport interface {
+	// Complete sends the completion of a command that Exec held (an
+	// Asynchronous Event Request), at most once per held command. It is
+	// called from any goroutine, possibly while Exec runs, but never
+	// after Queue.Close returns; it must not call the Queue.
+	Complete(cpl Completion)
+	// Abort ends the connection: its controller is gone (its Keep Alive
+	// Timer expired, or its admin queue closed). The transport then
+	// closes the Queue as when the host disconnects. Abort is called
+	// from any goroutine, must not block, and may be called more than
+	// once.
+	Abort()
+}
+
 // Queue is one submission/completion queue pair of a transport
 // connection. Its Exec is called by one goroutine at a time (the
 // connection's reader): a Queue is not safe for concurrent use, but the
@@ -212,6 +256,11 @@ type Queue struct {
 	// set by the transport before the first Exec (nil if unknown); the
 	// discovery log names it for listeners on an unspecified address.
 	Local net.Addr
+	// Transport, set before the first Exec, lets the controller complete
+	// held commands and end the connection; nil means neither: held
+	// commands never complete and an expired controller only fails the
+	// queue's commands.
+	Transport Transport
 
 	f     *Fabric
 	ctrl  *Controller
@@ -247,9 +296,9 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 // (a write) it holds the data received, for one that returns data (a
 // read) Exec fills it; its length is the command's SGL length. It returns
 // the completion, or held true for a command the controller keeps (an
-// Asynchronous Event Request), which completes only if an event happens
-// (never, for now: namespaces do not change) or never. Exec does not
-// retain data.
+// Asynchronous Event Request), which completes later through
+// q.Transport.Complete when an event happens, or never if the queue
+// closes first. Exec does not retain data.
 func (q *Queue) Exec(ctx context.Context, cmd *Command, data []byte) (cpl Completion, held bool) {
 	cpl = Completion{CID: cmd.CID, SQID: q.id}
 	var st Status
@@ -272,8 +321,8 @@ func (q *Queue) Exec(ctx context.Context, cmd *Command, data []byte) (cpl Comple
 	return cpl, held
 }
 
-// Close ends q; closing the admin queue ends its controller, whose I/O
-// queues then fail their commands.
+// Close ends q. Closing the admin queue ends its controller: its I/O
+// queues' transports are aborted, and its held commands forgotten.
 func (q *Queue) Close() {
 	c := q.ctrl
 	if c == nil {
@@ -281,13 +330,12 @@ func (q *Queue) Close() {
 	}
 	q.ctrl = nil
 	if q.id == 0 {
-		c.ready.Store(false)
-		q.f.mu.Lock()
-		delete(q.f.ctrls, c.id)
-		q.f.mu.Unlock()
+		c.end(q)
 		return
 	}
 	c.mu.Lock()
-	c.ioQueues[q.id] = false
+	if c.queues[q.id] == q {
+		c.queues[q.id] = nil
+	}
 	c.mu.Unlock()
 }

@@ -11,10 +11,10 @@ var zeroes [64 << 10]byte
 
 // io runs an I/O command of the NVM command set on namespace cmd.NSID.
 func (s *subsystem) io(ctx context.Context, cmd *Command, data []byte) Status {
-	if cmd.NSID == 0 || cmd.NSID > uint32(len(s.ns)) {
+	ns := s.namespace(cmd.NSID)
+	if ns == nil {
 		return StatusInvalidNamespace | StatusDNR
 	}
-	ns := &s.ns[cmd.NSID-1]
 	switch cmd.Opcode {
 	case OpRead, OpWrite, OpWriteZeroes:
 		return s.rw(ctx, ns, cmd, data)
@@ -145,10 +145,10 @@ func (l *Loan) GiveBack() {
 // backend).
 func (q *Queue) ioNamespace(cmd *Command) *namespace {
 	c := q.ctrl
-	if q.id == 0 || c == nil || !c.ready.Load() || cmd.NSID == 0 || cmd.NSID > uint32(len(c.sub.ns)) {
+	if q.id == 0 || c == nil || !c.ready.Load() {
 		return nil
 	}
-	return &c.sub.ns[cmd.NSID-1]
+	return c.sub.namespace(cmd.NSID)
 }
 
 // span returns the bytes [off, off+n) of the blocks cmd addresses, ok

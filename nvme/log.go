@@ -4,10 +4,13 @@ import "encoding/binary"
 
 // Log page identifiers (Get Log Page CDW10 bits 7:0).
 const (
-	LogError     = 0x01
-	LogSMART     = 0x02
-	LogFirmware  = 0x03
-	LogDiscovery = 0x70
+	LogError    = 0x01
+	LogSMART    = 0x02
+	LogFirmware = 0x03
+	// LogChangedNamespaces is the Changed Namespace List: up to 1024
+	// namespace ids, as in an Active Namespace ID list.
+	LogChangedNamespaces = 0x04
+	LogDiscovery         = 0x70
 )
 
 // ErrorLogEntrySize is the size of one Error Information log entry.

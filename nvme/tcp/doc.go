@@ -39,4 +39,14 @@
 // Zeroer. Writes up to the controller's in-capsule size go in the command
 // capsule, larger ones answer the controller's R2T; reads land straight
 // in the caller's buffer. Discover reads a discovery log.
+//
+// When a connection drops, the host reconnects as Linux's does: after
+// Config.ReconnectDelay it makes a new association (same host NQN and
+// ID) and sends the I/O commands in flight again, reads and writes; only
+// once Config.LossTimeout passes do they fail, with ErrControllerLost.
+// A Host sends a Keep Alive every half of Config.KeepAlive.
+//
+// The Server ends a controller's association when its Keep Alive Timer
+// expires (every queue's connection closes) and completes Asynchronous
+// Event Requests when the Fabric's namespaces change.
 package tcp

@@ -44,6 +44,14 @@ type Config struct {
 	KeepAlive time.Duration
 	// NSID is the namespace to use; 0 means the first active one.
 	NSID uint32
+	// ReconnectDelay is the wait before each attempt to reconnect after
+	// a connection drops; 0 means DefaultReconnectDelay.
+	ReconnectDelay time.Duration
+	// LossTimeout is how long after a connection drops the host keeps
+	// trying to reconnect, its I/O commands waiting, before they fail
+	// with ErrControllerLost; 0 means DefaultLossTimeout, negative means
+	// no reconnection: a dropped connection fails its commands at once.
+	LossTimeout time.Duration
 }
 
 // Host is an NVMe/TCP host connected to one controller of one subsystem:
@@ -56,8 +64,9 @@ type Config struct {
 // they return.
 type Host struct {
 	cfg         Config
+	addr        string
 	subNQN      string
-	admin       *hostQueue
+	admin       atomic.Pointer[hostQueue]
 	io          []*hostQueue
 	next        atomic.Uint32
 	cntlid      uint16
@@ -71,6 +80,14 @@ type Host struct {
 	kaStop      chan struct{}
 	kaDone      chan struct{}
 	closeOnce   sync.Once
+
+	recMu      sync.Mutex
+	recovering bool          // recover runs
+	again      bool          // a connection dropped while it ran
+	closed     bool          // Close began
+	lost       error         // recovery gave up
+	recDone    chan struct{} // closed when recover returns
+	stopRec    chan struct{} // closed by Close
 }
 
 // hostAddr turns "host", "host:port", "tcp://host:port" or
@@ -104,6 +121,12 @@ func (cfg *Config) defaults() {
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 5 * time.Second
+	}
+	if cfg.ReconnectDelay <= 0 {
+		cfg.ReconnectDelay = DefaultReconnectDelay
+	}
+	if cfg.LossTimeout == 0 {
+		cfg.LossTimeout = DefaultLossTimeout
 	}
 }
 
@@ -171,20 +194,27 @@ func (q *hostQueue) waitCSTS(ctx context.Context, mask, want nvme.CSTS, timeout 
 // host does: admin queue, Connect, CC.EN, Identify, Number of Queues, I/O
 // queues, namespace. cfg may be nil.
 func Dial(ctx context.Context, addr, subnqn string, cfg *Config) (*Host, error) {
-	h := &Host{subNQN: subnqn}
+	h := &Host{subNQN: subnqn, stopRec: make(chan struct{})}
 	if cfg != nil {
 		h.cfg = *cfg
 	}
 	h.cfg.defaults()
-	addr = hostAddr(addr, DefaultPort)
-	admin, cntlid, cc, err := connectAdmin(ctx, addr, subnqn, &h.cfg)
+	h.addr = hostAddr(addr, DefaultPort)
+	admin, cntlid, cc, err := connectAdmin(ctx, h.addr, subnqn, &h.cfg)
 	if err != nil {
 		return nil, err
 	}
-	h.admin, h.cntlid, h.cc = admin, cntlid, cc
-	if err := h.setup(ctx, addr); err != nil {
+	h.admin.Store(admin)
+	h.cntlid, h.cc = cntlid, cc
+	if err := h.setup(ctx, h.addr); err != nil {
 		h.Close()
 		return nil, err
+	}
+	if h.cfg.LossTimeout > 0 {
+		admin.recoverBy(h.connectionLost, false)
+		for _, q := range h.io {
+			q.recoverBy(h.connectionLost, true)
+		}
 	}
 	return h, nil
 }
@@ -203,7 +233,7 @@ func (h *Host) setup(ctx context.Context, addr string) error {
 		h.maxTransfer = 4096 << h.id.MDTS
 	}
 	cmd := nvme.Command{Opcode: nvme.OpSetFeatures, CDW10: nvme.FeatNumberOfQueues, CDW11: nvme.NumberOfQueues(uint16(h.cfg.IOQueues), uint16(h.cfg.IOQueues))}
-	cpl, err := h.admin.do(ctx, &cmd, nil, nil)
+	cpl, err := h.admin.Load().do(ctx, &cmd, nil, nil)
 	if err == nil {
 		err = cpl.Err()
 	}
@@ -219,7 +249,7 @@ func (h *Host) setup(ctx context.Context, addr string) error {
 }
 
 func (h *Host) connectIO(ctx context.Context, addr string, n int) error {
-	capv, err := h.admin.property(ctx, false, nvme.PropCAP, 0)
+	capv, err := h.admin.Load().property(ctx, false, nvme.PropCAP, 0)
 	if err != nil {
 		return err
 	}
@@ -247,8 +277,12 @@ func (h *Host) connectIO(ctx context.Context, addr string, n int) error {
 }
 
 func (h *Host) identify(ctx context.Context, cns uint8, nsid uint32, page []byte) error {
+	return h.admin.Load().identify(ctx, cns, nsid, page)
+}
+
+func (q *hostQueue) identify(ctx context.Context, cns uint8, nsid uint32, page []byte) error {
 	cmd := nvme.Command{Opcode: nvme.OpIdentify, NSID: nsid, CDW10: uint32(cns)}
-	cpl, err := h.admin.do(ctx, &cmd, page, nil)
+	cpl, err := q.do(ctx, &cmd, page, nil)
 	if err == nil {
 		err = cpl.Err()
 	}
@@ -293,19 +327,27 @@ func (h *Host) keepAlive(every time.Duration) {
 		select {
 		case <-h.kaStop:
 			return
-		case <-t.C:
+		case <-t.C: // a failure is the admin queue's loss, which recovery handles
 			cmd := nvme.Command{Opcode: nvme.OpKeepAlive}
-			if _, err := h.admin.do(context.Background(), &cmd, nil, nil); err != nil {
-				return
-			}
+			h.admin.Load().do(context.Background(), &cmd, nil, nil)
 		}
 	}
 }
 
 // Close shuts the controller down (I/O queues first, then CC.SHN on the
-// admin queue, waiting for CSTS.SHST) and closes every connection.
+// admin queue, waiting for CSTS.SHST) and closes every connection. It
+// stops a reconnection under way; the commands waiting for it fail with
+// ErrClosed.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
+		h.recMu.Lock()
+		h.closed = true
+		done := h.recDone
+		h.recMu.Unlock()
+		close(h.stopRec)
+		if done != nil {
+			<-done
+		}
 		if h.kaStop != nil {
 			close(h.kaStop)
 			<-h.kaDone
@@ -313,12 +355,13 @@ func (h *Host) Close() error {
 		for _, q := range h.io {
 			q.close()
 		}
+		admin := h.admin.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := h.admin.property(ctx, true, nvme.PropCC, uint64(h.cc|nvme.CCShutdown)); err == nil {
-			h.admin.waitCSTS(ctx, nvme.CSTSShutdownMask, nvme.CSTSShutdownComplete, 5*time.Second)
+		if _, err := admin.property(ctx, true, nvme.PropCC, uint64(h.cc|nvme.CCShutdown)); err == nil {
+			admin.waitCSTS(ctx, nvme.CSTSShutdownMask, nvme.CSTSShutdownComplete, 5*time.Second)
 		}
-		h.admin.close()
+		admin.close()
 	})
 	return nil
 }
@@ -341,7 +384,7 @@ func (h *Host) Namespace() (uint32, nvme.IdentifyNamespace) { return h.nsid, h.n
 // Admin runs an admin command; data is filled by a command that returns
 // data and sent by one that sends it (by its opcode's direction).
 func (h *Host) Admin(ctx context.Context, cmd *nvme.Command, data []byte) (nvme.Completion, error) {
-	return h.admin.run(ctx, cmd, data)
+	return h.admin.Load().run(ctx, cmd, data)
 }
 
 // IO runs an I/O command on one of the I/O queues, data as for Admin.

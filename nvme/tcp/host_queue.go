@@ -21,6 +21,8 @@ type hslot struct {
 	sent    int    // H2CData bytes sent
 	err     error
 	busy    bool
+	inCap   int // bytes of wbuf sent in the capsule
+	hdrLen  int // bytes of cmdHdr sent
 	done    chan struct{}
 	cmdHdr  [CmdSize + DigestSize]byte
 	ddgst   [DigestSize]byte
@@ -37,6 +39,12 @@ const maxR2TChunks = 8
 // the PDUs of their commands and the first one to find no write under way
 // writes every PDU posted meanwhile in one writev; one goroutine reads
 // PDUs and completes the commands.
+//
+// When its connection drops, a queue with resend set keeps its commands
+// in flight: it reports the loss through onLost, and the Host suspends
+// it, reconnects and resumes it on a new connection (a new generation),
+// sending every command still in flight again. The PDUs of a command are
+// built once, when it starts, and stay unchanged while it is in flight.
 type hostQueue struct {
 	nc      net.Conn
 	qid     uint16
@@ -55,28 +63,29 @@ type hostQueue struct {
 	free    chan uint16
 	dead    chan struct{}
 	rdone   chan struct{}
+	gen     uint64      // connection generation; changed under wmu and mu
+	down    bool        // suspended: starting commands wait for resume
+	resend  bool        // a lost connection suspends rather than fails
+	onLost  func(error) // told once when the connection is lost
+	resent  int         // commands sent again by resume
 }
 
-// dialQueue connects one queue: TCP, ICReq/ICResp, its reader, Connect.
+// qconn is a queue's connection after ICReq/ICResp and Connect.
+type qconn struct {
+	nc     net.Conn
+	f      framing
+	r      *pduReader
+	maxH2C int
+}
+
+// dialQueue connects one queue: TCP, ICReq/ICResp, Connect, its reader.
 // It returns the queue and Connect's result.
 func dialQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d *nvme.ConnectData) (*hostQueue, uint64, error) {
-	var dl net.Dialer
-	nc, err := dl.DialContext(ctx, "tcp", addr)
+	c, res, err := handshake(ctx, addr, cfg, k, d)
 	if err != nil {
 		return nil, 0, err
 	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	q := &hostQueue{nc: nc, qid: k.QID, dead: make(chan struct{}), rdone: make(chan struct{})}
-	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
-	}
-	if err := q.initConn(cfg); err != nil {
-		nc.Close()
-		return nil, 0, err
-	}
-	nc.SetDeadline(timeZero)
+	q := &hostQueue{nc: c.nc, f: c.f, r: c.r, maxH2C: c.maxH2C, inCap: adminInCapsule, qid: k.QID, dead: make(chan struct{}), rdone: make(chan struct{})}
 	n := int(k.SQSize) + 1
 	for i := range q.pend {
 		q.pend[i] = make([][]byte, 0, 4*n+16)
@@ -88,22 +97,42 @@ func dialQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 		q.free <- uint16(i)
 	}
 	go q.reader()
-	var cmd nvme.Command
-	k.Encode(&cmd)
-	var data [nvme.ConnectDataSize]byte
-	d.Put(&data)
-	cpl, err := q.do(ctx, &cmd, nil, data[:])
-	if err == nil {
-		err = cpl.Err()
-	}
-	if err != nil {
-		q.close()
-		return nil, 0, fmt.Errorf("nvme/tcp: connect queue %d of %s: %w", k.QID, d.SubNQN, err)
-	}
-	return q, cpl.Result, nil
+	return q, res, nil
 }
 
-func (q *hostQueue) initConn(cfg *Config) error {
+// handshake makes a queue's connection: TCP, ICReq/ICResp, then Connect
+// and its response, before any other command. It returns Connect's
+// result.
+func handshake(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d *nvme.ConnectData) (*qconn, uint64, error) {
+	var dl net.Dialer
+	nc, err := dl.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, 0, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	c := &qconn{nc: nc}
+	var res uint64
+	err = c.initConn(cfg)
+	if err == nil {
+		res, err = c.connect(k, d)
+		if err != nil {
+			err = fmt.Errorf("nvme/tcp: connect queue %d of %s: %w", k.QID, d.SubNQN, err)
+		}
+	}
+	if err != nil {
+		nc.Close()
+		return nil, 0, err
+	}
+	nc.SetDeadline(timeZero)
+	return c, res, nil
+}
+
+func (c *qconn) initConn(cfg *Config) error {
 	var dg uint8
 	if cfg.HeaderDigest {
 		dg |= DigestHeader
@@ -113,10 +142,10 @@ func (q *hostQueue) initConn(cfg *Config) error {
 	}
 	var b [ICSize]byte
 	(&ICReq{Digest: dg}).Put(&b)
-	if _, err := q.nc.Write(b[:]); err != nil {
+	if _, err := c.nc.Write(b[:]); err != nil {
 		return err
 	}
-	if _, err := io.ReadFull(q.nc, b[:]); err != nil {
+	if _, err := io.ReadFull(c.nc, b[:]); err != nil {
 		return noEOF(err)
 	}
 	var resp ICResp
@@ -131,12 +160,48 @@ func (q *hostQueue) initConn(cfg *Config) error {
 	case resp.MaxH2CData < 4096 || resp.MaxH2CData%4 != 0:
 		return fatal(FESUnsupportedParam, 12, "ICResp MAXH2CDATA too small")
 	}
-	q.f = framing{hdgst: cfg.HeaderDigest, ddgst: cfg.DataDigest}
-	q.maxH2C = int(min(resp.MaxH2CData, 1<<30))
-	q.inCap = adminInCapsule
-	q.r = newHostPDUReader(q.nc)
-	q.r.framing = q.f
+	c.f = framing{hdgst: cfg.HeaderDigest, ddgst: cfg.DataDigest}
+	c.maxH2C = int(min(resp.MaxH2CData, 1<<30))
+	c.r = newHostPDUReader(c.nc)
+	c.r.framing = c.f
 	return nil
+}
+
+// connect sends Connect with its data in the capsule (CID 0: nothing
+// else is in flight yet) and reads its response.
+func (c *qconn) connect(k nvme.Connect, d *nvme.ConnectData) (uint64, error) {
+	var cmd nvme.Command
+	k.Encode(&cmd)
+	cmd.Flags = nvme.FlagSGL
+	cmd.SGL = nvme.SGL{Length: nvme.ConnectDataSize, Type: nvme.SGLDataBlockOffset}
+	var hdr [CmdSize + DigestSize]byte
+	(&CapsuleCmd{Header: c.f.layout(TypeCapsuleCmd, nvme.ConnectDataSize), Cmd: cmd}).Put((*[CmdSize]byte)(hdr[:CmdSize]))
+	var data [nvme.ConnectDataSize]byte
+	d.Put(&data)
+	out := net.Buffers{c.f.sealHeader(hdr[:], CmdSize), data[:]}
+	var dg [DigestSize]byte
+	if c.f.ddgst {
+		putDigest(&dg, data[:])
+		out = append(out, dg[:])
+	}
+	if _, err := out.WriteTo(c.nc); err != nil {
+		return 0, err
+	}
+	if err := c.r.next(); err != nil {
+		return 0, noEOF(err)
+	}
+	switch c.r.h.Type {
+	case TypeCapsuleResp:
+	case TypeC2HTermReq:
+		var t TermReq
+		t.Parse((*[HeaderSize]byte)(c.r.hdr[:HeaderSize]))
+		return 0, &FatalError{FES: t.FES, FEI: t.FEI, Remote: true}
+	default:
+		return 0, fatal(FESSequence, 0, c.r.h.Type.String()+" in answer to Connect")
+	}
+	var p CapsuleResp
+	p.Parse((*[HeaderSize]byte)(c.r.hdr[:HeaderSize]))
+	return p.Cpl.Result, p.Cpl.Err()
 }
 
 // maxHostPDUData bounds the data of one PDU the host accepts.
@@ -177,10 +242,13 @@ func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []b
 	default:
 		sl.cmd.SGL = nvme.SGL{Length: uint32(len(rbuf)), Type: nvme.SGLTransportDataBlock}
 	}
-	sl.sent = inCap
+	sl.sent, sl.inCap = inCap, inCap
 	p := CapsuleCmd{Header: q.f.layout(TypeCapsuleCmd, inCap), Cmd: sl.cmd}
 	p.Put((*[CmdSize]byte)(sl.cmdHdr[:CmdSize]))
-	hdr := q.f.sealHeader(sl.cmdHdr[:], CmdSize)
+	sl.hdrLen = len(q.f.sealHeader(sl.cmdHdr[:], CmdSize))
+	if inCap > 0 && q.f.ddgst {
+		putDigest(&sl.ddgst, wbuf)
+	}
 	q.mu.Lock()
 	if q.err != nil {
 		q.mu.Unlock()
@@ -188,14 +256,21 @@ func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []b
 		return 0, q.failure()
 	}
 	sl.busy = true
+	gen, down := q.gen, q.down
 	q.mu.Unlock()
+	if !down { // else resume sends it
+		q.send(sl, gen)
+	}
+	return i, nil
+}
+
+// send posts the command PDU of slot sl, in flight, on connection gen.
+func (q *hostQueue) send(sl *hslot, gen uint64) {
 	var dg []byte
-	if inCap > 0 && q.f.ddgst {
-		putDigest(&sl.ddgst, wbuf)
+	if sl.inCap > 0 && q.f.ddgst {
 		dg = sl.ddgst[:]
 	}
-	q.post(hdr, wbuf[:inCap], dg)
-	return i, nil
+	q.post(gen, sl.cmdHdr[:sl.hdrLen], sl.wbuf[:sl.inCap], dg)
 }
 
 // wait waits for slot i's completion and frees the slot.
@@ -216,11 +291,12 @@ func (q *hostQueue) failure() error {
 }
 
 // fail ends the queue with err: every command in flight fails with it.
-func (q *hostQueue) fail(err error) {
+// It reports whether it did (false: the queue had failed already).
+func (q *hostQueue) fail(err error) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.err != nil {
-		return
+		return false
 	}
 	q.err = err
 	close(q.dead)
@@ -231,6 +307,39 @@ func (q *hostQueue) fail(err error) {
 			sl.done <- struct{}{}
 		}
 	}
+	return true
+}
+
+// lost handles the loss of connection gen: a queue that resends is
+// suspended, its commands kept for the next connection; another fails.
+// Either way onLost hears of it once.
+func (q *hostQueue) lost(gen uint64, err error) {
+	q.mu.Lock()
+	resend, onLost := q.resend, q.onLost
+	q.mu.Unlock()
+	if !resend {
+		if q.fail(err) && onLost != nil {
+			onLost(err)
+		}
+		return
+	}
+	q.mu.Lock()
+	if q.err != nil || q.down || gen != q.gen {
+		q.mu.Unlock()
+		return
+	}
+	q.down = true
+	q.nc.Close()
+	q.mu.Unlock()
+	onLost(err)
+}
+
+// recoverBy makes a lost connection suspend q (if resend) and tell
+// onLost.
+func (q *hostQueue) recoverBy(onLost func(error), resend bool) {
+	q.mu.Lock()
+	q.onLost, q.resend = onLost, resend
+	q.mu.Unlock()
 }
 
 func (q *hostQueue) close() {
@@ -241,22 +350,25 @@ func (q *hostQueue) close() {
 // reader reads PDUs until the connection fails.
 func (q *hostQueue) reader() {
 	defer close(q.rdone)
+	q.mu.Lock()
+	gen := q.gen
+	q.mu.Unlock()
 	for {
 		err := q.r.next()
 		if err == nil {
-			err = q.dispatch()
+			err = q.dispatch(gen)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				err = fmt.Errorf("nvme/tcp: queue %d: connection lost: %w", q.qid, err)
 			}
-			q.fail(err)
+			q.lost(gen, err)
 			return
 		}
 	}
 }
 
-func (q *hostQueue) dispatch() error {
+func (q *hostQueue) dispatch(gen uint64) error {
 	switch q.r.h.Type {
 	case TypeCapsuleResp:
 		var p CapsuleResp
@@ -273,7 +385,7 @@ func (q *hostQueue) dispatch() error {
 	case TypeC2HData:
 		return q.c2hData()
 	case TypeR2T:
-		return q.r2t()
+		return q.r2t(gen)
 	case TypeC2HTermReq:
 		var t TermReq
 		t.Parse((*[HeaderSize]byte)(q.r.hdr[:HeaderSize]))
@@ -341,7 +453,7 @@ func (q *hostQueue) c2hData() error {
 }
 
 // r2t answers an R2T with H2CData PDUs of at most MAXH2CDATA bytes.
-func (q *hostQueue) r2t() error {
+func (q *hostQueue) r2t(gen uint64) error {
 	var r R2T
 	r.Parse((*[HeaderSize]byte)(q.r.hdr[:HeaderSize]))
 	sl, err := q.busySlot(r.CCCID, 8)
@@ -367,19 +479,24 @@ func (q *hostQueue) r2t() error {
 			putDigest(&sl.dataDg[k], data)
 			dg = sl.dataDg[k][:]
 		}
-		q.post(q.f.sealHeader(sl.dataHdr[k][:], HeaderSize), data, dg)
+		q.post(gen, q.f.sealHeader(sl.dataHdr[k][:], HeaderSize), data, dg)
 		off += n
 		sl.sent = off
 	}
 	return nil
 }
 
-// post queues the pieces of one or more PDUs, which stay unchanged until
-// written. The caller that finds no write under way writes everything
-// posted, in rounds of one writev, until nothing is left; a write error
-// fails the queue.
-func (q *hostQueue) post(pieces ...[]byte) {
+// post queues the pieces of one or more PDUs for connection gen (they
+// are dropped if the queue has moved to another), which stay unchanged
+// until written. The caller that finds no write under way writes
+// everything posted, in rounds of one writev, until nothing is left; a
+// write error loses the connection.
+func (q *hostQueue) post(gen uint64, pieces ...[]byte) {
 	q.wmu.Lock()
+	if gen != q.gen {
+		q.wmu.Unlock()
+		return
+	}
 	for _, p := range pieces {
 		if len(p) > 0 {
 			q.pend[q.cur] = append(q.pend[q.cur], p)
@@ -396,7 +513,7 @@ func (q *hostQueue) post(pieces ...[]byte) {
 		q.cur ^= 1
 		q.wmu.Unlock()
 		q.out = q.pend[i]
-		_, err = q.out.WriteTo(q.nc)
+		_, err = q.out.WriteTo(q.nc) // q.nc changes only while no one writes
 		clear(q.pend[i])
 		q.pend[i] = q.pend[i][:0]
 		q.wmu.Lock()
@@ -408,6 +525,6 @@ func (q *hostQueue) post(pieces ...[]byte) {
 	q.writing = false
 	q.wmu.Unlock()
 	if err != nil {
-		q.fail(err)
+		q.lost(gen, err)
 	}
 }

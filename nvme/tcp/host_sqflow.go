@@ -20,10 +20,27 @@ import (
 func dialIOQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d *nvme.ConnectData) (*hostQueue, uint64, error) {
 	k.CATTR |= nvme.CATTRNoSQFlow
 	q, res, err := dialQueue(ctx, addr, cfg, k, d)
-	var st nvme.Status
-	if err != nil && errors.As(err, &st) && (errors.Is(st, nvme.StatusInvalidField) || errors.Is(st, nvme.StatusConnectInvalidParam)) {
+	if refusedNoSQFlow(err) {
 		k.CATTR &^= nvme.CATTRNoSQFlow
 		return dialQueue(ctx, addr, cfg, k, d)
 	}
 	return q, res, err
+}
+
+// handshakeIO is dialIOQueue's handshake for a queue that reconnects.
+func handshakeIO(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d *nvme.ConnectData) (*qconn, uint64, error) {
+	k.CATTR |= nvme.CATTRNoSQFlow
+	c, res, err := handshake(ctx, addr, cfg, k, d)
+	if refusedNoSQFlow(err) {
+		k.CATTR &^= nvme.CATTRNoSQFlow
+		return handshake(ctx, addr, cfg, k, d)
+	}
+	return c, res, err
+}
+
+// refusedNoSQFlow reports whether Connect failed as a controller that
+// does not offer SQ flow control off refuses it.
+func refusedNoSQFlow(err error) bool {
+	var st nvme.Status
+	return err != nil && errors.As(err, &st) && (errors.Is(st, nvme.StatusInvalidField) || errors.Is(st, nvme.StatusConnectInvalidParam))
 }

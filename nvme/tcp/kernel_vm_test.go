@@ -60,8 +60,12 @@ func TestKernelHost(t *testing.T) {
 	vm := vmtest.New(t)
 
 	disk := &countingBackend{MemDisk: nbd.NewMemDisk(128 << 20)}
+	var fabric *nvme.Fabric // the first Server's
 	serve := func(inCap int) int {
 		f := &nvme.Fabric{InCapsuleSize: inCap, Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: disk}}}}}
+		if fabric == nil {
+			fabric = f
+		}
 		srv := &Server{Fabric: f}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -82,17 +86,48 @@ func TestKernelHost(t *testing.T) {
 	waitDev := `i=0
 while [ ! -b /dev/nvme0n1 ]; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done
 cat /sys/block/nvme0n1/size /sys/class/nvme/nvme0/model /sys/class/nvme/nvme0/subsysnqn
+echo "cntlid $(cat /sys/class/nvme/nvme0/cntlid)"
 `
 	vm.Step("discover", nvmeCLI+" discover "+who+"\n").Check = func(t *testing.T, out string) {
 		if !strings.Contains(out, "subnqn:  "+testNQN) && !strings.Contains(out, testNQN) {
 			t.Errorf("discovery log does not list %s", testNQN)
 		}
 	}
-	vm.Step("connect", nvmeCLI+" connect "+who+" -n "+testNQN+"\n"+waitDev).Check = func(t *testing.T, out string) {
+	var cntlid string
+	connect := vm.Step("connect", nvmeCLI+" connect "+who+" -n "+testNQN+"\n"+waitDev)
+	connect.Check = func(t *testing.T, out string) {
 		if !strings.Contains(out, "262144") {
 			t.Errorf("namespace is not 262144 sectors of 512 bytes")
 		}
+		if i := strings.Index(out, "cntlid "); i >= 0 {
+			cntlid = strings.Fields(out[i:])[1]
+		}
 	}
+	// A namespace added at run time reaches the kernel through an
+	// Asynchronous Event (Namespace Attribute Changed), which makes it
+	// rescan: nvme0n2 appears, then goes when the namespace is removed.
+	connect.OnEnd = func() {
+		if _, err := fabric.AddNamespace(testNQN, nvme.Namespace{Backend: nbd.NewMemDisk(8 << 20)}); err != nil {
+			t.Error(err)
+		}
+	}
+	added := vm.Step("namespace added", `i=0
+while [ ! -b /dev/nvme0n2 ]; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done
+cat /sys/block/nvme0n2/size
+`)
+	added.Check = func(t *testing.T, out string) {
+		if !strings.Contains(out, "16384") {
+			t.Errorf("the added namespace is not 16384 sectors")
+		}
+	}
+	added.OnEnd = func() {
+		if err := fabric.RemoveNamespace(testNQN, 2); err != nil {
+			t.Error(err)
+		}
+	}
+	vm.Step("namespace removed", `i=0
+while [ -b /dev/nvme0n2 ]; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done
+`)
 	steps := vm.DiskSteps("ext4", "/dev/nvme0n1", 8, false)
 	var trims, flushes int64
 	steps.Write.OnEnd = func() { trims, flushes = disk.trims.Load(), disk.flushes.Load() }
@@ -104,6 +139,13 @@ cat /sys/block/nvme0n1/size /sys/class/nvme/nvme0/model /sys/class/nvme/nvme0/su
 	steps.Sync.Check = func(t *testing.T, _ string) {
 		if disk.flushes.Load() <= flushes {
 			t.Error("sync sent no Flush")
+		}
+	}
+	// The kernel's Keep Alives kept the association up all along: the
+	// controller is the one connect made (a reconnection makes another).
+	vm.Step("same controller", "echo \"cntlid $(cat /sys/class/nvme/nvme0/cntlid)\"\n").Check = func(t *testing.T, out string) {
+		if cntlid == "" || !strings.Contains(out, "cntlid "+cntlid+"\n") {
+			t.Errorf("controller changed from %q: the association was lost", cntlid)
 		}
 	}
 	vm.Step("disconnect", nvmeCLI+" disconnect -n "+testNQN+"\n")
@@ -133,7 +175,9 @@ func ext4Magic(t *testing.T, b nbd.Backend) uint16 {
 // disk, configured through configfs) in a QEMU guest and this package's
 // host on the host side, through a QEMU port forward: Discover lists the
 // subsystem, Dial connects, and 16 MiB of random writes and reads are
-// checked byte for byte, with digests off and then on. The guest waits
+// checked byte for byte, with digests off, then through a proxy that cuts
+// every connection mid-transfer (the host reconnects to nvmet and
+// re-issues what was in flight), then with digests on. The guest waits
 // until the host writes a marker through NVMe, then checks the marker
 // and the data's checksum on its own side.
 func TestKernelTarget(t *testing.T) {
@@ -149,6 +193,7 @@ func TestKernelTarget(t *testing.T) {
 	probe.Close()
 
 	const nqn = "nqn.2026-01.io.nhd:guest"
+	proxy := newCutProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
 	vm.Module("e1000")
 	vm.QEMU("-netdev", fmt.Sprintf("user,id=user0,hostfwd=tcp:127.0.0.1:%d-10.0.2.15:4420", port), "-device", "e1000,netdev=user0")
 	vm.Setup("ip link set lo up", "ip link set eth0 up", "ip addr add 10.0.2.15/24 dev eth0")
@@ -176,7 +221,7 @@ echo nvmet ready
 		go func() {
 			defer close(done)
 			begin := time.Now()
-			wantSum, hostErr = hostAgainstNvmet(fmt.Sprintf("127.0.0.1:%d", port), nqn)
+			wantSum, hostErr = hostAgainstNvmet(fmt.Sprintf("127.0.0.1:%d", port), nqn, proxy)
 			t.Logf("host side done after %v", time.Since(begin).Round(time.Millisecond))
 		}()
 	}
@@ -213,8 +258,10 @@ dd if=/dev/ram0 bs=1M count=16 2>/dev/null | sha256sum
 }
 
 // hostAgainstNvmet is the host side of TestKernelTarget. It returns the
-// SHA-256 of the first 16 MiB of the namespace as it left them.
-func hostAgainstNvmet(addr, nqn string) (string, error) {
+// SHA-256 of the first 16 MiB of the namespace as it left them. Its
+// second pass goes through proxy, which cuts every connection now and
+// then: the host reconnects to nvmet and re-issues what was in flight.
+func hostAgainstNvmet(addr, nqn string, proxy *cutProxy) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var es []nvme.DiscoveryLogEntry
@@ -240,21 +287,28 @@ func hostAgainstNvmet(addr, nqn string) (string, error) {
 	for i := range pattern {
 		pattern[i] = byte(r.Uint32())
 	}
-	for _, digests := range []bool{false, true} {
-		h, err := Dial(ctx, addr, nqn, &Config{IOQueues: 2, QueueDepth: 32, HeaderDigest: digests, DataDigest: digests})
+	for _, pass := range []struct{ digests, cut bool }{{false, false}, {false, true}, {true, false}} {
+		digests, to := pass.digests, addr
+		if pass.cut {
+			to = proxy.addr()
+		}
+		// The delay leaves nvmet, slow in an emulated guest, time to tear
+		// the dropped association down, as the kernel host's 10 s does.
+		h, err := Dial(ctx, to, nqn, &Config{IOQueues: 2, QueueDepth: 32, HeaderDigest: digests, DataDigest: digests, ReconnectDelay: time.Second, LossTimeout: time.Minute})
 		if err != nil {
 			return "", fmt.Errorf("dial (digests %v): %w", digests, err)
 		}
-		if h.Size() != 64<<20 {
-			h.Close()
-			return "", fmt.Errorf("namespace of %d bytes, want 64 MiB", h.Size())
+		if pass.cut { // mid-transfer, a few times in the pass's 64 MiB
+			proxy.cutEvery(12<<20, 3)
 		}
-		if digests {
-			clear(pattern[:1<<20]) // a second pass that changes the data
-		}
-		if err := writeReadVerify(h, pattern); err != nil {
+		err = writeReadVerify(h, pattern)
+		if err != nil {
 			h.Close()
-			return "", fmt.Errorf("digests %v: %w", digests, err)
+			return "", fmt.Errorf("digests %v, cut %v: %w", digests, pass.cut, err)
+		}
+		if pass.cut && resentCount(h) == 0 {
+			h.Close()
+			return "", fmt.Errorf("%d cuts sent no command again: nothing was cut in flight", proxy.cutCount())
 		}
 		if digests {
 			marker := pattern[8191*512 : 8191*512+h.BlockSize()]

@@ -219,6 +219,8 @@ func (s *Server) ServeConn(nc net.Conn) error {
 	}
 	c := &conn{s: s, nc: nc, q: s.Fabric.NewQueue(), maxTransfer: s.Fabric.MaxTransfer()}
 	c.q.Local = nc.LocalAddr()
+	c.ev.c = c
+	c.q.Transport = &c.ev
 	err := c.serve()
 	log := s.logger()
 	if err != nil && !errors.Is(err, net.ErrClosed) {

@@ -101,6 +101,8 @@ type conn struct {
 	nfree   int
 	term    [HeaderSize + MaxTermData]byte
 	termLen int
+
+	ev connEvents // the queue's nvme.Transport
 }
 
 func (c *conn) serve() error {
@@ -130,6 +132,7 @@ func (c *conn) serve() error {
 	c.stopWorkers()
 	c.release()
 	c.fail(err)
+	c.ev.close()
 	for i := range c.slots {
 		c.slots[i].loan.GiveBack() // of completions never staged
 	}
@@ -407,6 +410,7 @@ func (c *conn) exec(i uint16, data []byte) error {
 	c.timeExec(start)
 	if held {
 		sl.state = slotHeld
+		c.ev.hold(i)
 		return nil
 	}
 	sl.cpl = cpl

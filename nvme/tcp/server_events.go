@@ -1,0 +1,68 @@
+package tcp
+
+import (
+	"sync"
+
+	"github.com/nhdkit/nhd/nvme"
+)
+
+// connEvents is a conn's nvme.Transport: the controller completes the
+// Asynchronous Event Requests the conn holds, and aborts the conn when
+// its association ends.
+type connEvents struct {
+	c      *conn
+	mu     sync.Mutex
+	closed bool
+	held   []uint16          // slots of the commands the controller holds
+	early  []nvme.Completion // completed before hold saw them held
+}
+
+// hold records that the controller holds slot i's command, or sends its
+// completion if the controller completed it already.
+func (e *connEvents) hold(i uint16) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, cpl := range e.early {
+		if cpl.CID == e.c.slots[i].cmd.CID {
+			e.early = append(e.early[:k], e.early[k+1:]...)
+			e.send(i, cpl)
+			return
+		}
+	}
+	e.held = append(e.held, i)
+}
+
+// close stops completions: the writer is about to end.
+func (e *connEvents) close() {
+	e.mu.Lock()
+	e.closed = true
+	e.held, e.early = nil, nil
+	e.mu.Unlock()
+}
+
+// Complete sends the completion of a held command.
+func (e *connEvents) Complete(cpl nvme.Completion) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	for k, i := range e.held {
+		if e.c.slots[i].cmd.CID == cpl.CID {
+			e.held = append(e.held[:k], e.held[k+1:]...)
+			e.send(i, cpl)
+			return
+		}
+	}
+	e.early = append(e.early, cpl)
+}
+
+// send queues the completion of the command held in slot i (conn.send
+// may be called from any goroutine).
+func (e *connEvents) send(i uint16, cpl nvme.Completion) {
+	e.c.slots[i].cpl = cpl
+	e.c.complete(i)
+}
+
+// Abort closes the connection; the reader then ends the queue.
+func (e *connEvents) Abort() { e.c.nc.Close() }
