@@ -21,8 +21,9 @@
 //	l, _ := net.Listen("tcp", "127.0.0.1:4420")
 //	go srv.Serve(l)
 //
-// Each connection is a queue with one reading and one writing goroutine;
-// see Server for the memory bound and the wire behaviour. The discovery
+// Each connection is a queue with one reading goroutine, which runs quick
+// commands itself, and workers for a slow backend; see Server for the
+// memory bound and the wire behaviour. The discovery
 // subsystem (nvme.DiscoveryNQN) is served on every listener, so `nvme
 // discover -t tcp -a 127.0.0.1 -s 4420` lists the subsystems.
 //
