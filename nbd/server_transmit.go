@@ -77,7 +77,7 @@ type serverTransmitState struct {
 	// an idle session costs no goroutine but its reader's.
 	work    chan *serverSlot
 	wg      sync.WaitGroup
-	waiting atomic.Int32 // workers waiting for work
+	idle    atomic.Int32 // workers waiting for work that no request has claimed
 	started int          // by the reader
 
 	wmu     sync.Mutex
@@ -118,24 +118,33 @@ func (c *serverConn) transmit() error {
 	return err
 }
 
-// toWorker hands s to a worker, starting one if none is free to take it
-// and fewer than MaxInFlight run. Called by the reader only.
+// toWorker hands s to a worker: it claims an idle one, or starts one if
+// fewer than MaxInFlight run. Counting claims, not waiting workers, makes
+// sure every request handed over has a worker of its own: a worker that
+// has just taken a request but not yet said so never counts as free.
+// Called by the reader only.
 func (c *serverConn) toWorker(ts *serverTransmitState, s *serverSlot) {
-	if ts.started < cap(ts.work) && int(ts.waiting.Load()) <= len(ts.work) {
-		ts.started++
-		ts.wg.Add(1)
-		go c.worker(ts)
+	if ts.idle.Add(-1) < 0 {
+		ts.idle.Add(1)
+		if ts.started < cap(ts.work) {
+			ts.started++
+			ts.wg.Add(1)
+			go c.worker(ts)
+		}
 	}
 	ts.work <- s
 }
 
-// worker serves the requests handed to it until the session ends.
+// worker serves the requests handed to it until the session ends. It
+// starts claimed (by the request that started it) and counts itself idle
+// before each later wait.
 func (c *serverConn) worker(ts *serverTransmitState) {
 	defer ts.wg.Done()
-	for {
-		ts.waiting.Add(1)
+	for first := true; ; first = false {
+		if !first {
+			ts.idle.Add(1)
+		}
 		s, ok := <-ts.work
-		ts.waiting.Add(-1)
 		if !ok {
 			return
 		}
