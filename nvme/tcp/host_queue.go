@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/nhdkit/nhd/nvme"
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // hslot is one command slot of a host queue; its index is the CID.
@@ -24,6 +28,7 @@ type hslot struct {
 	inCap   int // bytes of wbuf sent in the capsule
 	hdrLen  int // bytes of cmdHdr sent
 	done    chan struct{}
+	parked  atomic.Bool // its caller is blocked in wait
 	cmdHdr  [CmdSize + DigestSize]byte
 	ddgst   [DigestSize]byte
 	dataHdr [maxR2TChunks][HeaderSize + DigestSize]byte
@@ -57,6 +62,9 @@ type hostQueue struct {
 	pend    [2][][]byte // pieces posted, double-buffered
 	cur     int
 	out     net.Buffers
+	wb      *zerocopy.Batch // the writer's: raw writev on a socket
+	wbConn  net.Conn        // the connection wb writes to
+	woken   atomic.Int32    // callers a completion woke that have not run yet
 	mu      sync.Mutex
 	err     error
 	slots   []hslot
@@ -259,6 +267,12 @@ func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []b
 	gen, down := q.gen, q.down
 	q.mu.Unlock()
 	if !down { // else resume sends it
+		if q.woken.Load() > 0 {
+			// Callers that completions woke are about to run, most of
+			// them to post their next command: let them, so that one
+			// writev carries them all (as nbd's client does).
+			runtime.Gosched()
+		}
 		q.send(sl, gen)
 	}
 	return i, nil
@@ -276,7 +290,15 @@ func (q *hostQueue) send(sl *hslot, gen uint64) {
 // wait waits for slot i's completion and frees the slot.
 func (q *hostQueue) wait(i uint16) (nvme.Completion, error) {
 	sl := &q.slots[i]
-	<-sl.done
+	select {
+	case <-sl.done:
+	default:
+		sl.parked.Store(true)
+		<-sl.done
+		if !sl.parked.Swap(false) {
+			q.woken.Add(-1) // complete counted this wake
+		}
+	}
 	cpl, err := sl.cpl, sl.err
 	sl.rbuf, sl.wbuf = nil, nil
 	q.free <- i
@@ -413,6 +435,9 @@ func (q *hostQueue) complete(sl *hslot) {
 	q.mu.Lock()
 	sl.busy = false
 	q.mu.Unlock()
+	if sl.parked.Swap(false) {
+		q.woken.Add(1) // until its caller runs: see start
+	}
 	sl.done <- struct{}{}
 }
 
@@ -512,8 +537,7 @@ func (q *hostQueue) post(gen uint64, pieces ...[]byte) {
 		i := q.cur
 		q.cur ^= 1
 		q.wmu.Unlock()
-		q.out = q.pend[i]
-		_, err = q.out.WriteTo(q.nc) // q.nc changes only while no one writes
+		err = q.writeOut(q.pend[i]) // q.nc changes only while no one writes
 		clear(q.pend[i])
 		q.pend[i] = q.pend[i][:0]
 		q.wmu.Lock()
@@ -527,4 +551,23 @@ func (q *hostQueue) post(gen uint64, pieces ...[]byte) {
 	if err != nil {
 		q.lost(gen, err)
 	}
+}
+
+// writeOut writes bufs whole: on a socket in one raw writev through a
+// zerocopy.Batch (no wake of the runtime's sysmon thread per write, as
+// nbd's client and server), elsewhere with net.Buffers.
+func (q *hostQueue) writeOut(bufs [][]byte) error {
+	if _, ok := q.nc.(syscall.Conn); !ok {
+		q.out = bufs
+		_, err := q.out.WriteTo(q.nc)
+		return err
+	}
+	if q.wbConn != q.nc {
+		q.wb, q.wbConn = zerocopy.NewBatch(q.nc), q.nc
+	}
+	for _, b := range bufs {
+		q.wb.AddBytes(b)
+	}
+	_, err := q.wb.Write()
+	return err
 }
