@@ -20,7 +20,6 @@ import (
 type clientRawSock struct {
 	rc    syscall.RawConn
 	p     []byte // read into
-	next  []byte // readv: then into this
 	n     int
 	err   error
 	try   func(fd uintptr) bool // r.read, bound once

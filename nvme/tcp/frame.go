@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
-	"net"
 	"strconv"
 )
 
@@ -292,39 +291,5 @@ func noEOF(err error) error {
 	return err
 }
 
-// maxIOV is how many pieces one writev of a sender carries.
+// maxIOV is how many pieces one writev of the target carries.
 const maxIOV = 64
-
-// sender gathers PDU pieces held elsewhere and writes them in one writev.
-// A piece must stay unchanged until flush returns.
-type sender struct {
-	nc  net.Conn
-	arr [maxIOV][]byte
-	nb  net.Buffers
-}
-
-// room returns how many more pieces fit before a flush.
-func (s *sender) room() int { return maxIOV - len(s.nb) }
-
-// add queues pieces (empty ones are skipped); the caller checks room.
-func (s *sender) add(pieces ...[]byte) {
-	if len(s.nb) == 0 {
-		s.nb = s.arr[:0]
-	}
-	for _, p := range pieces {
-		if len(p) > 0 {
-			s.nb = append(s.nb, p)
-		}
-	}
-}
-
-// flush writes what was added.
-func (s *sender) flush() error {
-	if len(s.nb) == 0 {
-		return nil
-	}
-	_, err := s.nb.WriteTo(s.nc)
-	clear(s.arr[:])
-	s.nb = s.arr[:0]
-	return err
-}
