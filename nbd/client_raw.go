@@ -8,7 +8,7 @@ import (
 
 // The client's socket reads, on a connection with a descriptor (a TCP or
 // unix socket, not TLS): raw read(2) and readv(2) on the non-blocking
-// descriptor through its RawConn, as the server does (server_raw_linux.go
+// descriptor through its RawConn, as the server does (sock_raw_linux.go
 // says why: a process that waits for its peer thousands of times a second
 // otherwise pays a futex wake of the runtime's sysmon thread on many of
 // them). The network poller still parks the reader while the socket is
@@ -44,7 +44,7 @@ func newClientRawSock(nc net.Conn) *clientRawSock {
 
 func (r *clientRawSock) read(fd uintptr) bool {
 	for {
-		n, err := serverRawRead(fd, r.p)
+		n, err := sockRawRead(fd, r.p)
 		if err != syscall.EINTR {
 			return r.settle(n, err)
 		}
@@ -53,7 +53,7 @@ func (r *clientRawSock) read(fd uintptr) bool {
 
 func (r *clientRawSock) readv(fd uintptr) bool {
 	for {
-		n, err := clientRawReadv(fd, &r.iov)
+		n, err := sockRawReadv(fd, &r.iov)
 		if err != syscall.EINTR {
 			return r.settle(n, err)
 		}

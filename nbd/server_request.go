@@ -68,7 +68,7 @@ func newServerSockReader(nc net.Conn, pending func() bool, flush func()) *server
 
 func (r *serverSockReader) read(fd uintptr) bool {
 	for {
-		n, err := serverRawRead(fd, r.p)
+		n, err := sockRawRead(fd, r.p)
 		switch err {
 		case nil:
 			r.n = n
@@ -97,7 +97,7 @@ func (r *serverSockReader) read(fd uintptr) bool {
 // peek waits for the socket to be readable: a byte to read, or its end.
 func (r *serverSockReader) peek(fd uintptr) bool {
 	for {
-		n, err := serverRawPeek(fd, r.one[:])
+		n, err := sockRawPeek(fd, r.one[:])
 		switch err {
 		case nil:
 			if n == 0 {

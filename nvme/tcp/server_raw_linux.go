@@ -9,7 +9,7 @@ import (
 // system call: it never blocks, so it need not hand its P back to the
 // runtime, and it does not wake the runtime's sysmon thread, which a
 // server that waits for its host thousands of times a second would
-// otherwise pay on every wake-up (nbd/server_raw_linux.go says more).
+// otherwise pay on every wake-up (nbd/sock_raw_linux.go says more).
 func rawRead(fd uintptr, p []byte) (int, error) {
 	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {

@@ -28,10 +28,10 @@ import (
 // for over 10 ms (the server's own never do) nor retake a P from a
 // blocking call (raw calls do not release theirs; ordinary ones wake it).
 
-// serverRawPeek is recv(2) with MSG_PEEK on a non-blocking descriptor,
+// sockRawPeek is recv(2) with MSG_PEEK on a non-blocking descriptor,
 // raw: it reports whether bytes wait (n > 0), the peer has closed (n ==
 // 0, no error) or nothing waits (EAGAIN), without consuming any.
-func serverRawPeek(fd uintptr, p []byte) (int, error) {
+func sockRawPeek(fd uintptr, p []byte) (int, error) {
 	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)),
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 	if e != 0 {
@@ -40,9 +40,19 @@ func serverRawPeek(fd uintptr, p []byte) (int, error) {
 	return int(n), nil
 }
 
-// serverRawRead is read(2) on a non-blocking descriptor, raw.
-func serverRawRead(fd uintptr, p []byte) (int, error) {
+// sockRawRead is read(2) on a non-blocking descriptor, raw.
+func sockRawRead(fd uintptr, p []byte) (int, error) {
 	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// sockRawReadv is readv(2) of two pieces on a non-blocking descriptor,
+// raw (the client reads a payload and the next header with it).
+func sockRawReadv(fd uintptr, iov *[2]syscall.Iovec) (int, error) {
+	n, _, e := syscall.RawSyscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&iov[0])), 2)
 	if e != 0 {
 		return 0, e
 	}
