@@ -239,7 +239,9 @@ type Server struct {
 	// FreeOSMemory makes the server return the process's free memory to
 	// the system (runtime/debug.FreeOSMemory: a forced garbage collection
 	// and scavenge) once its payload buffers have gone unused for a
-	// second and been let go, or its last connection has ended. Without
+	// second and been let go, or its last connection has ended (then
+	// again three times a second apart, for what connections still
+	// ending held the first time). Without
 	// it the buffers let go become garbage that the Go runtime collects
 	// and returns at its own pace: the next collection may be minutes
 	// away in a process that allocates little, so the resident memory

@@ -185,6 +185,7 @@ type serverBudget struct {
 
 	release bool // Server.FreeOSMemory
 	dirty   bool // memory let go since the last release
+	echoes  int  // releases still to repeat after the last one
 }
 
 // serverNeed returns the reservation of a payload of n bytes: the
@@ -338,11 +339,22 @@ func (b *serverBudget) idleCheck() {
 	b.armed = false
 	free := b.release && b.dirty
 	b.dirty = false
+	if free && b.echoes > 0 {
+		// Release again a little later: what connections that were
+		// still ending held at this release goes at the next.
+		b.echoes--
+		b.dirty = true
+		b.arm()
+	}
 	b.mu.Unlock()
 	if free {
 		debug.FreeOSMemory()
 	}
 }
+
+// serverReleaseEchoes is how many more times the idle check returns
+// memory to the system after the last connection ended, a second apart.
+const serverReleaseEchoes = 3
 
 // connsEnded notes that the last connection ended: what it held is
 // returned to the system at the next idle check, with release set.
@@ -351,6 +363,7 @@ func (b *serverBudget) connsEnded() {
 	defer b.mu.Unlock()
 	if b.release {
 		b.dirty = true
+		b.echoes = serverReleaseEchoes
 		b.arm()
 	}
 }
