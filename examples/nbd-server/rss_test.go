@@ -166,6 +166,21 @@ func pipelineWrites(t *testing.T, sock string, n, depth int, length uint32) []ne
 	return conns
 }
 
+// hostileRound opens n sessions that each send only a WRITE header of
+// length bytes, and returns them open.
+func hostileRound(t *testing.T, sock string, n int, length uint32) []net.Conn {
+	t.Helper()
+	var conns []net.Conn
+	for i := range n {
+		nc := rawSession(t, sock)
+		conns = append(conns, nc)
+		if _, err := nc.Write(writeHeader(uint64(i), 0, length)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conns
+}
+
 // The hostile cases of issue 17 against the command at its default
 // settings: 200 connections that each send only a WRITE header of 32 MiB,
 // and clients that pipeline 32 MiB writes and then sit idle. Its resident
@@ -209,10 +224,20 @@ func TestRSSUnderHostileClients(t *testing.T) {
 	for _, nc := range honest {
 		nc.Close()
 	}
+	// One round of the hostile clients too: how many OS threads and
+	// goroutine stacks the runtime grows for them depends on the load of
+	// the machine, and it keeps them; a second round cannot push that
+	// higher, so the round measured below returns to this level unless
+	// clients drive memory the server keeps.
+	warm := hostileRound(t, sock, headers, length)
+	warm = append(warm, pipelineWrites(t, sock, writers, depth, length)...)
+	for _, nc := range warm {
+		nc.Close()
+	}
 	idle := settledRSS(t, pid)
-	t.Logf("idle RSS at start %d KiB, after honest clients %d KiB (%s)", fresh>>10, idle>>10, rssDetail(pid))
+	t.Logf("idle RSS at start %d KiB, after a first round of clients %d KiB (%s)", fresh>>10, idle>>10, rssDetail(pid))
 	if idle > fresh+fresh/10+runtimeHighWater {
-		t.Errorf("idle RSS after honest clients %d KiB, at start %d KiB", idle>>10, fresh>>10)
+		t.Errorf("idle RSS after a first round of clients %d KiB, at start %d KiB", idle>>10, fresh>>10)
 	}
 
 	var peak int64
@@ -228,14 +253,7 @@ func TestRSSUnderHostileClients(t *testing.T) {
 			}
 		}
 	}()
-	var conns []net.Conn
-	for i := range headers {
-		nc := rawSession(t, sock)
-		conns = append(conns, nc)
-		if _, err := nc.Write(writeHeader(uint64(i), 0, length)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	conns := hostileRound(t, sock, headers, length)
 	conns = append(conns, pipelineWrites(t, sock, writers, depth, length)...)
 	time.Sleep(time.Second) // the writers sit idle
 	for _, nc := range conns {
