@@ -23,7 +23,8 @@ type job struct {
 	IODepth     int
 	Runtime     time.Duration
 	Connections int
-	Size        int64 // 0: the whole export
+	Size        int64  // 0: the whole export
+	Engine      string // goroutines (the default) or async
 }
 
 // result is what a job measured.
@@ -54,6 +55,13 @@ func (j *job) validate() error {
 	}
 	if j.MixRead < 0 || j.MixRead > 100 {
 		return fmt.Errorf("rwmixread=%d: want 0 to 100", j.MixRead)
+	}
+	switch j.Engine {
+	case "":
+		j.Engine = "goroutines"
+	case "goroutines", "async":
+	default:
+		return fmt.Errorf("engine=%q: want goroutines or async", j.Engine)
 	}
 	if j.Runtime <= 0 {
 		return fmt.Errorf("runtime=%v: want > 0", j.Runtime)
@@ -91,9 +99,13 @@ func (j job) run(ctx context.Context) (*result, error) {
 		mu      sync.Mutex
 		errOnce error
 	)
-	for w := range j.IODepth {
+	workers, work := j.IODepth, j.worker
+	if j.Engine == "async" {
+		workers, work = 1, j.asyncWorker
+	}
+	for w := range workers {
 		wg.Go(func() {
-			rd, wr, err := j.worker(c, w, &sh)
+			rd, wr, err := work(c, w, &sh)
 			mu.Lock()
 			res.Read.merge(&rd)
 			res.Write.merge(&wr)
@@ -130,21 +142,10 @@ type shared struct {
 // worker keeps one request in flight until sh.stop, as fio's iodepth
 // counts them, and returns its figures.
 func (j *job) worker(c *nbd.Client, w int, sh *shared) (rd, wr stats, err error) {
-	seq := j.RW == "read" || j.RW == "write"
 	r := rand.New(rand.NewPCG(uint64(w)+1, uint64(sh.start.UnixNano())))
-	buf := make([]byte, j.BS)
-	for i := range buf {
-		buf[i] = byte(r.Uint32())
-	}
+	buf := randomBuffer(r, j.BS)
 	for !sh.stop.Load() {
-		var blk int64
-		if seq {
-			blk = (sh.next.Add(1) - 1) % sh.blocks
-		} else {
-			blk = r.Int64N(sh.blocks)
-		}
-		off := blk * j.BS
-		read := j.RW == "read" || j.RW == "randread" || (j.RW == "randrw" && r.IntN(100) < j.MixRead)
+		off, read := j.next(r, sh)
 		t0 := time.Now()
 		if read {
 			_, err = c.ReadAt(buf, off)
@@ -166,6 +167,27 @@ func (j *job) worker(c *nbd.Client, w int, sh *shared) (rd, wr stats, err error)
 	return rd, wr, nil
 }
 
+// next returns the offset and kind of the next request.
+func (j *job) next(r *rand.Rand, sh *shared) (off int64, read bool) {
+	var blk int64
+	if j.RW == "read" || j.RW == "write" {
+		blk = (sh.next.Add(1) - 1) % sh.blocks
+	} else {
+		blk = r.Int64N(sh.blocks)
+	}
+	read = j.RW == "read" || j.RW == "randread" || (j.RW == "randrw" && r.IntN(100) < j.MixRead)
+	return blk * j.BS, read
+}
+
+// randomBuffer returns n bytes of r's output, a write's payload.
+func randomBuffer(r *rand.Rand, n int64) []byte {
+	buf := make([]byte, n)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	return buf
+}
+
 func (s *stats) merge(o *stats) {
 	s.Ops += o.Ops
 	s.Bytes += o.Bytes
@@ -174,8 +196,8 @@ func (s *stats) merge(o *stats) {
 
 func (r *result) print(w io.Writer) {
 	j := r.Job
-	fmt.Fprintf(w, "nbdbench: rw=%s bs=%d iodepth=%d connections=%d runtime=%v uri=%s\n",
-		j.RW, j.BS, j.IODepth, j.Connections, r.Elapsed.Round(time.Millisecond), j.URI)
+	fmt.Fprintf(w, "nbdbench: rw=%s bs=%d iodepth=%d engine=%s connections=%d runtime=%v uri=%s\n",
+		j.RW, j.BS, j.IODepth, j.Engine, j.Connections, r.Elapsed.Round(time.Millisecond), j.URI)
 	for _, x := range []struct {
 		name string
 		s    *stats

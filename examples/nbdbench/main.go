@@ -4,7 +4,9 @@
 //	nbdbench -uri 'nbd+unix:///?socket=/tmp/nbd.sock' -rw randread -bs 4k -iodepth 32 -runtime 5s
 //
 // Each of -iodepth goroutines keeps one request in flight, so iodepth is
-// the number of concurrent requests, as in fio. -connections > 1 uses
+// the number of concurrent requests, as in fio. With -engine async one
+// goroutine keeps them all in flight with StartRead/StartWrite and waits
+// for the oldest, as fio's libnbd engine does from its one thread. -connections > 1 uses
 // multi-conn when the server advertises it. Latency is measured per
 // request from the call to its return, into a log-linear histogram (about
 // 3% resolution); nothing is allocated per request.
@@ -30,6 +32,7 @@ func main() {
 	flag.IntVar(&j.IODepth, "iodepth", 1, "requests in flight")
 	flag.DurationVar(&j.Runtime, "runtime", 5*time.Second, "how long to run")
 	flag.IntVar(&j.Connections, "connections", 1, "connections (multi-conn)")
+	flag.StringVar(&j.Engine, "engine", "goroutines", "goroutines: one goroutine per request in flight (ReadAt/WriteAt); async: one goroutine keeps them all in flight (StartRead/StartWrite)")
 	sizeFlag := flag.String("size", "0", "bytes of the export to use (0: all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()

@@ -20,8 +20,11 @@ func TestJobs(t *testing.T) {
 		{RW: "randread", BS: 4096, IODepth: 8, Connections: 2},
 		{RW: "randwrite", BS: 8192, IODepth: 1},
 		{RW: "randrw", BS: 4096, IODepth: 4, MixRead: 70},
+		{RW: "read", BS: 4096, IODepth: 4, Engine: "async"},
+		{RW: "write", BS: 64 << 10, IODepth: 3, Engine: "async"},
+		{RW: "randrw", BS: 4096, IODepth: 8, MixRead: 50, Engine: "async", Connections: 2},
 	} {
-		t.Run(j.RW, func(t *testing.T) {
+		t.Run(j.RW+"-"+j.Engine, func(t *testing.T) {
 			j.URI = srv.URI
 			j.Runtime = 200 * time.Millisecond
 			res, err := j.run(context.Background())
@@ -53,6 +56,7 @@ func TestJobValidation(t *testing.T) {
 		{RW: "read", BS: 4096, IODepth: 0, Runtime: time.Second},
 		{RW: "randrw", BS: 4096, IODepth: 1, MixRead: 101, Runtime: time.Second},
 		{RW: "read", BS: 4096, IODepth: 1},
+		{RW: "read", BS: 4096, IODepth: 1, Runtime: time.Second, Engine: "threads"},
 	} {
 		if _, err := j.run(context.Background()); err == nil {
 			t.Errorf("%+v accepted", j)

@@ -1,7 +1,8 @@
 #!/bin/bash
-# Runs nbdbench and fio --ioengine=nbd (libnbd) side by side on one
-# nbdkit memory server on a unix socket, alternating, RUNS times per job of
-# RT seconds each, and prints the raw results; pipe them through
+# Runs nbdbench (one goroutine per request, then -engine async: one
+# goroutine with StartRead/StartWrite) and fio --ioengine=nbd (libnbd) side
+# by side on one nbdkit memory server on a unix socket, alternating, RUNS
+# times per job of RT seconds each, and prints the raw results; pipe them through
 # sidebyside_table.py for the medians table of nbd/CLIENT.md.
 #
 #   go build -o /tmp/nbdbench ./examples/nbdbench
@@ -30,6 +31,8 @@ job() { # name rw bs iodepth
   for r in $(seq "$RUNS"); do
     echo "== $1 run $r nbdbench"
     "$NBDBENCH" -uri "$U" -rw "$2" -bs "$3" -iodepth "$4" -runtime "${RT}s" -size 1g | tail -n +2
+    echo "== $1 run $r nbdbench-async"
+    "$NBDBENCH" -engine async -uri "$U" -rw "$2" -bs "$3" -iodepth "$4" -runtime "${RT}s" -size 1g | tail -n +2
     echo "== $1 run $r fio"
     fio --name="$1" --ioengine=nbd --uri="$U" --rw="$2" --bs="$3" --iodepth="$4" --runtime="$RT" \
       --time_based --size=1G --percentile_list=50:99:99.9 2>&1 | grep -E ' (read|write): IOPS|clat percentiles|th=\['

@@ -27,11 +27,14 @@ for (j,t) in data:
 print('| job | client | runs | IOPS (median) | MiB/s (median) | p50 us | p99 us | p99.9 us | IOPS of each run |')
 print('|---|---|---|---|---|---|---|---|---|')
 for j in jobs:
-    for t in ('nbdbench','fio'):
+    names={'nbdbench':'nhd nbdbench','nbdbench-async':'nhd nbdbench -engine async','fio':'fio+libnbd'}
+    for t in ('nbdbench','nbdbench-async','fio'):
         d=data.get((j,t))
         if not d or not d['iops']: continue
         md=lambda k: st.median(d[k]) if d[k] else float('nan')
-        print(f"| {j} | {'nhd nbdbench' if t=='nbdbench' else 'fio+libnbd'} | {len(d['iops'])} | {md('iops'):.0f} | {md('bw'):.1f} | {md('p50'):.1f} | {md('p99'):.0f} | {md('p999'):.0f} | {', '.join('%.0f'%x for x in d['iops'])} |")
-    a=data.get((j,'nbdbench')); b=data.get((j,'fio'))
-    if a and b and a['iops'] and b['iops']:
-        print(f"| {j} | **ratio nhd/libnbd** | | **{st.median(a['iops'])/st.median(b['iops']):.2f}x** | | **{st.median(a['p50'])/st.median(b['p50']):.2f}x** p50 | | | |")
+        print(f"| {j} | {names[t]} | {len(d['iops'])} | {md('iops'):.0f} | {md('bw'):.1f} | {md('p50'):.1f} | {md('p99'):.0f} | {md('p999'):.0f} | {', '.join('%.0f'%x for x in d['iops'])} |")
+    b=data.get((j,'fio'))
+    for t,label in (('nbdbench','ratio nhd/libnbd'),('nbdbench-async','ratio nhd async/libnbd')):
+        a=data.get((j,t))
+        if a and b and a['iops'] and b['iops']:
+            print(f"| {j} | **{label}** | | **{st.median(a['iops'])/st.median(b['iops']):.2f}x** | | **{st.median(a['p50'])/st.median(b['p50']):.2f}x** p50 | | | |")
