@@ -33,6 +33,10 @@ const (
 // target's dd write and read, alternating the targets.
 var vbladePairs = flag.Int("aoe.pairs", 4, "dd runs per target in TestKernelInitiatorVsVblade")
 
+// targetBufcnt is the buffer count examples/aoe-target advertises in
+// TestKernelInitiatorVsVblade (its -bufcnt; 0: its default).
+var targetBufcnt = flag.Int("aoe.bufcnt", 0, "examples/aoe-target's -bufcnt in TestKernelInitiatorVsVblade (0: its default)")
+
 // aoeGuest gives vm the aoe driver on eth0, dd and the filesystem tools.
 func aoeGuest(vm *vmtest.VM) {
 	vm.Module("e1000")
@@ -220,6 +224,9 @@ func TestKernelInitiatorVsVblade(t *testing.T) {
 	a := inNS(vblade, "0", "3", "tap0", files["vblade"])
 	testenv.Start(t, a[0], a[1:]...)
 	a = inNS(bin, "-iface", "tap0", "-shelf", "0", "-slot", "4", "-file", files["nhd"])
+	if *targetBufcnt != 0 {
+		a = append(a, "-bufcnt", fmt.Sprint(*targetBufcnt))
+	}
 	testenv.Start(t, a[0], a[1:]...)
 
 	vm.Wrap(inNS()...)
