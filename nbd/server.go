@@ -248,7 +248,13 @@ type Server struct {
 	// stays near its peak. Set it in a program whose memory is mostly the
 	// server's (examples/nbd-server does); leave it unset where a forced
 	// collection, a whole-process cost, should be the program's own
-	// choice.
+	// choice. What the Go runtime grew for its busiest moment it keeps
+	// and reuses (goroutine records, a per-processor cache of dead
+	// goroutines' stacks, span and collector metadata, poll descriptors):
+	// an amount set by GOMAXPROCS and the connection limits, not by what
+	// clients send, so the resident memory returns to the level of a
+	// server that has served as many connections before, a little above
+	// a fresh process's (examples/nbd-server's TestRSSUnderHostileClients).
 	FreeOSMemory bool
 
 	// Logger receives connection events at Debug level and failures at
