@@ -86,6 +86,10 @@ type Ahead struct {
 	slots []slot
 	seq   uint64  // order of the requests started
 	errs  []error // writes behind that failed, not reported yet, oldest first
+
+	lent      int  // the slot lent by PeekAt or ReserveAt, or -1
+	lentWrite bool // lent by ReserveAt
+	keep      bool // the slot PeekAt lent holds a whole block, kept as read-ahead after ReleasePeek
 }
 
 type slotState uint8
@@ -95,6 +99,7 @@ const (
 	slotReading           // a read in flight
 	slotRead              // a read done: buf holds [off, off+n) or err
 	slotWriting           // a write in flight
+	slotLent              // lent by PeekAt or ReserveAt
 )
 
 // slot is a buffer and the request made with it.
@@ -127,7 +132,7 @@ func NewAhead(be ata.Backend, c AheadConfig) (*Ahead, error) {
 		c.Context = context.Background()
 	}
 	a := &Ahead{be: be, block: int64(c.Block), depth: c.Depth, size: math.MaxInt64, ctx: c.Context, cp: c.Copies,
-		slots: make([]slot, c.Depth+1), errs: make([]error, 0, c.Depth+1)}
+		slots: make([]slot, c.Depth+1), errs: make([]error, 0, c.Depth+1), lent: -1}
 	a.async, _ = be.(asyncBackend)
 	if s, ok := be.(ata.Sizer); ok {
 		a.size = s.Size()
