@@ -148,10 +148,12 @@ func (t *tracker) wait(ctx context.Context, h uint64) error {
 }
 
 // drain waits for the requests an engine left in flight, so that the
-// backend frees them, and reports whether there were any.
+// backend frees them, gives back a buffer it left lent (endLoan), and
+// reports whether there were any.
 func (t *tracker) drain(ctx context.Context) bool {
+	lent := t.endLoan()
 	if t.live == 0 {
-		return false
+		return lent
 	}
 	for i := range t.reqs {
 		if r := &t.reqs[i]; r.live {

@@ -27,6 +27,8 @@ import (
 //	Stat() (os.FileInfo, error)                        // likewise, for a regular file
 //	StartReadAt, Wait                                  // AsyncReaderAt: reads in flight, for the DMA engine
 //	StartWriteAt, Wait                                 // AsyncWriterAt: writes in flight, likewise
+//	PeekAt, ReleasePeek                                // PeekReaderAt: reads from the backend's own buffers
+//	ReserveAt, CommitReserved                          // ReserveWriterAt: writes into them
 //
 // A backend with neither Flush nor Sync is taken to be write-through: the
 // flushes succeed at once. Without Trim, NewDevice refuses
@@ -35,8 +37,8 @@ import (
 // Errors: a failed read ends the command in UNC, a failed write or flush in
 // DF|ERR with ABRT, with the LBA of the first sector that failed in the LBA
 // registers: where a short ReadAt or WriteAt stopped, where a failed
-// asynchronous request started, or where an *OffsetError in the error's
-// chain says.
+// asynchronous request or loan (PeekAt, ReserveAt, CommitReserved)
+// started, or where an *OffsetError in the error's chain says.
 type Backend interface {
 	io.ReaderAt
 	io.WriterAt
@@ -66,13 +68,17 @@ type Sizer interface {
 // tracker wraps the backend for one Device and records where the first
 // failing call failed, so that a failing DMA transfer (the engine returns
 // only the error) still reports the failing LBA. It lives inside the
-// Device: handing &d.track (or asyncReader{&d.track}, when the backend has
-// AsyncReaderAt; asyncWriter likewise) to an engine allocates nothing.
+// Device: handing &d.track, or a view of it with the backend's optional
+// interfaces (views), to an engine allocates nothing.
 type tracker struct {
 	b       Backend
-	ar      AsyncReaderAt // the backend's, or nil
-	aw      AsyncWriterAt // the backend's, or nil
-	lo, hi  int64         // the byte range of the current transfer
+	ar      AsyncReaderAt   // the backend's, or nil
+	aw      AsyncWriterAt   // the backend's, or nil
+	pr      PeekReaderAt    // the backend's, or nil
+	rw      ReserveWriterAt // the backend's, or nil
+	loan    loan            // a buffer of the backend's the engine holds
+	loanOff int64           // and its offset
+	lo, hi  int64           // the byte range of the current transfer
 	failed  bool
 	off     int64 // the lowest failing byte
 	err     error // its error
@@ -81,6 +87,37 @@ type tracker struct {
 	reqs []asyncReq // requests in flight and free entries, by handle
 	free []int32    // indexes of the free entries of reqs
 	live int        // requests in flight
+}
+
+// views sets the tracker over b and returns the views of it a DMA engine
+// is handed: each has, besides ReadAt (WriteAt), the backend's optional
+// interfaces for its direction (AsyncReaderAt, PeekReaderAt; AsyncWriterAt,
+// ReserveWriterAt), and only those.
+func (t *tracker) views(b Backend) (io.ReaderAt, io.WriterAt) {
+	t.b = b
+	t.ar, _ = b.(AsyncReaderAt)
+	t.aw, _ = b.(AsyncWriterAt)
+	t.pr, _ = b.(PeekReaderAt)
+	t.rw, _ = b.(ReserveWriterAt)
+	var src io.ReaderAt = t
+	switch {
+	case t.ar != nil && t.pr != nil:
+		src = asyncPeekReader{t}
+	case t.ar != nil:
+		src = asyncReader{t}
+	case t.pr != nil:
+		src = peekReader{t}
+	}
+	var dst io.WriterAt = t
+	switch {
+	case t.aw != nil && t.rw != nil:
+		dst = asyncResWriter{t}
+	case t.aw != nil:
+		dst = asyncWriter{t}
+	case t.rw != nil:
+		dst = reserveWriter{t}
+	}
+	return src, dst
 }
 
 // reset starts a transfer of [lo, hi): calls outside it fail with
@@ -97,8 +134,12 @@ func (t *tracker) backendFailed(err error) bool {
 	return t.failed && !t.outside && errors.Is(err, t.err)
 }
 
-func (t *tracker) inside(p []byte, off int64) bool {
-	return off >= t.lo && off <= t.hi && int64(len(p)) <= t.hi-off
+func (t *tracker) inside(p []byte, off int64) bool { return t.within(off, int64(len(p))) }
+
+// within reports whether the n bytes at off lie inside the current
+// transfer.
+func (t *tracker) within(off, n int64) bool {
+	return off >= t.lo && off <= t.hi && n >= 0 && n <= t.hi-off
 }
 
 // fail records a failure of the backend at off, or at the offset an

@@ -40,8 +40,8 @@ type Device struct {
 	info    DeviceInfo
 	sector  int
 	track   tracker
-	src     io.ReaderAt // the engine's view of the backend: &track, or asyncReader{&track}
-	dst     io.WriterAt // &track, or asyncWriter{&track}
+	src     io.ReaderAt // the engine's view of the backend: &track, or a view of it (tracker.views)
+	dst     io.WriterAt // likewise, for writes
 	dsm     memWriter
 	flusher Flusher
 	syncer  Syncer
@@ -106,14 +106,7 @@ func NewDevice(c Config) (*Device, error) {
 		d.info.NoDMA = true
 	}
 	d.sector = d.info.logical()
-	d.track.b = c.Backend
-	d.src, d.dst = &d.track, &d.track
-	if ar, ok := c.Backend.(AsyncReaderAt); ok {
-		d.track.ar, d.src = ar, asyncReader{&d.track}
-	}
-	if aw, ok := c.Backend.(AsyncWriterAt); ok {
-		d.track.aw, d.dst = aw, asyncWriter{&d.track}
-	}
+	d.src, d.dst = d.track.views(c.Backend)
 	d.flusher, _ = c.Backend.(Flusher)
 	if d.flusher == nil {
 		d.syncer, _ = c.Backend.(Syncer)

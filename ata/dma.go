@@ -19,7 +19,11 @@ import (
 // so an engine can keep the backend's requests in flight (package dma's
 // Engine does, streaming inline); it must wait for every request it
 // started before it returns (the device waits for any left and ends the
-// command in ABRT). An error ends the command: a backend read error in UNC
+// command in ABRT). When the backend is a PeekReaderAt (ReserveWriterAt),
+// src (dst) is one too, so an engine can copy straight between the
+// backend's buffers and host memory; it must end every loan before it
+// returns (the device ends any left: a read's released, a write's
+// committed empty, and the command in ABRT). An error ends the command: a backend read error in UNC
 // and a backend write error in DF|ERR, both with the LBA of the first byte
 // the backend failed on (the device records it, the engine only returns
 // the error, wrapped or as it is); an error of the engine's own (one that

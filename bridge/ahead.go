@@ -29,12 +29,13 @@ type AheadConfig struct {
 	// Depth is how many requests are in flight at most; 0 means
 	// DefaultDepth.
 	Depth int
-	// Context bounds the waits made inside ReadAt, WriteAt and Trim; nil
-	// means context.Background(). Flush takes its own.
+	// Context bounds the waits made inside ReadAt, WriteAt, Trim, PeekAt
+	// and ReserveAt; nil means context.Background(). Flush takes its own.
 	Context context.Context
 	// Copies, if not nil, counts the payload bytes the Ahead copies
 	// between its buffers and its callers' (zerocopy.Accounting.AddCopy):
-	// a read served from the read-ahead and every write behind.
+	// a ReadAt served from the read-ahead and every WriteAt. A caller that
+	// borrows the buffers (PeekAt, ReserveAt) does the copy itself.
 	Copies *zerocopy.Accounting
 }
 
@@ -53,6 +54,13 @@ type AheadConfig struct {
 //     returns: the write goes on while the caller works on the next one.
 //     A write waits for any write behind that overlaps it, so the backend
 //     sees overlapping writes in order, and drops read-ahead it overlaps.
+//   - PeekAt and ReleasePeek, ReserveAt and CommitReserved
+//     (dma.PeekReaderAt, dma.ReserveWriterAt) are ReadAt and WriteAt with
+//     the Ahead's buffers lent to the caller, a block at a time, so that a
+//     DMA engine copies straight between them and host memory: each byte
+//     is copied once, where ReadAt and WriteAt copy it between p and the
+//     buffers. A read on demand then goes into a buffer too. Between a
+//     loan and its end the caller makes no other call of the Ahead.
 //   - Flush waits for every write behind, then flushes the backend. Trim
 //     waits for the requests that overlap its range, then trims it. Size
 //     is the backend's. Close waits for every request in flight.
@@ -86,6 +94,10 @@ type Ahead struct {
 	slots []slot
 	seq   uint64  // order of the requests started
 	errs  []error // writes behind that failed, not reported yet, oldest first
+
+	lent      int  // the slot lent by PeekAt or ReserveAt, or -1
+	lentWrite bool // lent by ReserveAt
+	keep      bool // the slot PeekAt lent holds a whole block, kept as read-ahead after ReleasePeek
 }
 
 type slotState uint8
@@ -95,6 +107,7 @@ const (
 	slotReading           // a read in flight
 	slotRead              // a read done: buf holds [off, off+n) or err
 	slotWriting           // a write in flight
+	slotLent              // lent by PeekAt or ReserveAt
 )
 
 // slot is a buffer and the request made with it.
@@ -127,7 +140,7 @@ func NewAhead(be ata.Backend, c AheadConfig) (*Ahead, error) {
 		c.Context = context.Background()
 	}
 	a := &Ahead{be: be, block: int64(c.Block), depth: c.Depth, size: math.MaxInt64, ctx: c.Context, cp: c.Copies,
-		slots: make([]slot, c.Depth+1), errs: make([]error, 0, c.Depth+1)}
+		slots: make([]slot, c.Depth+1), errs: make([]error, 0, c.Depth+1), lent: -1}
 	a.async, _ = be.(asyncBackend)
 	if s, ok := be.(ata.Sizer); ok {
 		a.size = s.Size()

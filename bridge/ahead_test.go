@@ -196,6 +196,75 @@ func (m *aheadMachine) Write(t *rapid.T) {
 	}
 }
 
+// Peek reads a range as a DMA engine borrowing the Ahead's buffers does
+// (dma.PeekReaderAt), stopping early now and then as an engine whose tap
+// fails does.
+func (m *aheadMachine) Peek(t *rapid.T) {
+	off, n := m.span(t)
+	end := off + int64(n)
+	for pos := off; pos < end; {
+		p, err := m.a.PeekAt(pos, int(end-pos))
+		if err != nil {
+			if !m.reported(t, err) && !m.disk.hitsBad(int(end-pos), pos) {
+				t.Fatalf("peek of %d bytes at %d: %v", end-pos, pos, err)
+			}
+			return
+		}
+		blkEnd := (pos/int64(m.block) + 1) * int64(m.block)
+		if len(p) == 0 || len(p)%512 != 0 || pos+int64(len(p)) > min(end, blkEnd) {
+			t.Fatalf("peek of %d bytes at %d lent %d", end-pos, pos, len(p))
+		}
+		if m.disk.hitsBad(len(p), pos) || !bytes.Equal(p, m.model[pos:pos+int64(len(p))]) {
+			t.Fatalf("peek of %d bytes at %d: data differ from the model", len(p), pos)
+		}
+		m.a.ReleasePeek()
+		pos += int64(len(p))
+		if rapid.IntRange(0, 4).Draw(t, "stop") == 0 {
+			return
+		}
+	}
+}
+
+// Reserve writes a range as a DMA engine borrowing the Ahead's buffers
+// does (dma.ReserveWriterAt), committing part of a buffer, or none, now
+// and then, as an engine that fails part way does.
+func (m *aheadMachine) Reserve(t *rapid.T) {
+	off, n := m.span(t)
+	end := off + int64(n)
+	gen := rapid.Byte().Draw(t, "generation")
+	for pos := off; pos < end; {
+		p, err := m.a.ReserveAt(pos, int(end-pos))
+		if err != nil {
+			if !m.reported(t, err) {
+				t.Fatalf("reserve of %d bytes at %d: %v", end-pos, pos, err)
+			}
+			return
+		}
+		if len(p) == 0 || len(p)%512 != 0 || len(p) > min(int(end-pos), m.block) {
+			t.Fatalf("reserve of %d bytes at %d lent %d", end-pos, pos, len(p))
+		}
+		fill(p, pos, gen)
+		k := len(p)
+		if rapid.IntRange(0, 4).Draw(t, "partial") == 0 {
+			k = 512 * rapid.IntRange(0, len(p)/512-1).Draw(t, "sectors committed")
+		}
+		if err := m.a.CommitReserved(k); err != nil {
+			t.Fatalf("commit of %d bytes at %d: %v", k, pos, err)
+		}
+		switch {
+		case k == 0:
+		case m.disk.hitsBad(k, pos):
+			m.failed = append(m.failed, pos)
+		default:
+			copy(m.model[pos:], p[:k])
+		}
+		if k < len(p) {
+			return
+		}
+		pos += int64(k)
+	}
+}
+
 func (m *aheadMachine) Flush(t *rapid.T) {
 	err := m.a.Flush(context.Background())
 	switch {
@@ -212,6 +281,9 @@ func (m *aheadMachine) Check(t *rapid.T) {
 	}
 	if len(m.a.slots) != m.a.depth+1 {
 		t.Fatalf("%d buffers, depth %d", len(m.a.slots), m.a.depth)
+	}
+	if m.a.lent >= 0 {
+		t.Fatalf("slot %d still lent", m.a.lent)
 	}
 }
 

@@ -137,8 +137,10 @@ func (b *Bridge) Sum() uint16 { return b.path.last }
 // buffer's when the datapath is not zero-copy, and the Ahead's when it is
 // pipelined across commands. What the backend copies (an NBD client's
 // reads from its socket, a memory disk's) is the backend's, not counted.
-// A zero-copy datapath makes one copy per byte; staging, or an Ahead,
-// adds one.
+// A zero-copy datapath makes one copy per byte; staging adds one. So does
+// an Ahead on a store-and-forward datapath; on a streaming one the engine
+// borrows the Ahead's buffers (dma.PeekReaderAt, dma.ReserveWriterAt) and
+// copies each byte once, straight between them and host memory.
 func (b *Bridge) Copies() zerocopy.CopyStats { return b.path.copies.Snapshot() }
 
 // Host returns the host driver, for commands Read, Write and Flush do not

@@ -175,9 +175,11 @@ func TestWriteError(t *testing.T) {
 // TestCopies: every row counts the payload of its data phases and the
 // bytes it copies on their way (Bridge.Copies, zerocopy's accounting). A
 // zero-copy row copies each byte once (the DMA engine, between host memory
-// and its FIFO); staging through the bridge's buffer adds a copy; an Ahead
-// adds one to every write behind and to every read served from the
-// read-ahead (a read made on demand goes straight into the FIFO).
+// and its FIFO); staging through the bridge's buffer adds a copy. The row
+// pipelined across commands copies each byte once too: the engine copies
+// between host memory and the Ahead's buffers, which the Ahead lends it
+// (dma.PeekReaderAt, dma.ReserveWriterAt), whether a read comes from the
+// read-ahead or on demand.
 func TestCopies(t *testing.T) {
 	for _, v := range Table4() {
 		t.Run(v.Name, func(t *testing.T) {
@@ -206,18 +208,7 @@ func TestCopies(t *testing.T) {
 				t.Fatalf("payload: writes %d, reads %d bytes; want %d each", w.Payload, r.Payload, n*testCmd)
 			}
 			wantW, wantR := int64(1), int64(1)
-			switch {
-			case v.Pipelining == AcrossCommands:
-				// Every write behind; every read but the first, which is
-				// made on demand, comes from the read-ahead.
-				wantW, wantR = 2*n, 2*n-1
-				r.Copied /= testCmd
-				w.Copied /= testCmd
-				if w.Copied != wantW || r.Copied != wantR {
-					t.Errorf("copies in %d commands: writes %d, reads %d command-sizes; want %d, %d", n, w.Copied, r.Copied, wantW, wantR)
-				}
-				return
-			case !v.ZeroCopy:
+			if !v.ZeroCopy && v.Pipelining != AcrossCommands {
 				wantW, wantR = 2, 2
 			}
 			if got := w.CopiesPerByte(); got != float64(wantW) {

@@ -96,7 +96,8 @@ type Datapath struct {
 	// it straight from it; off, the data is staged through a bridge buffer
 	// the size of the command (one more copy of every byte). Pipelined
 	// across commands the data is staged through the Ahead's buffers, and
-	// ZeroCopy must be off.
+	// ZeroCopy must be off (streaming, the DMA engine copies straight
+	// between those buffers and host memory: one copy of every byte).
 	ZeroCopy bool `json:"zero_copy"`
 	// ChecksumInFlight computes the checksum by the DMA engine's tap as the
 	// data moves; off, by a separate pass over the data after it has
@@ -216,8 +217,10 @@ func (c *Config) engineConfig() dma.Config {
 		return e
 	case c.Pipelining == AcrossCommands || (c.ZeroCopy && c.Pipelining == Series):
 		// One backend call per command: into (or from) a FIFO that holds
-		// it, then to the host. Pipelined across commands, the call is the
-		// Ahead's, which starts a write whole.
+		// it, then to the host. Pipelined across commands the engine
+		// borrows the Ahead's buffers instead (dma.PeekReaderAt,
+		// dma.ReserveWriterAt) and copies straight between them and the
+		// host; its FIFO then serves only a backend that does not lend.
 		e = dma.Config{Mode: dma.Streaming, FIFOBlocks: cmd, ChunkSectors: cmd}
 	case c.ZeroCopy:
 		// Requests of Chunk bytes straight into the FIFO, each overlapped

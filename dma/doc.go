@@ -23,6 +23,12 @@
 // request failed, for the LBA the host sees). Neither ata nor nbd imports
 // dma: Handle is an alias of uint64, so the method sets match.
 //
+// PeekReaderAt and ReserveWriterAt are the seam to a device that holds the
+// data in buffers of its own (a read-ahead or write-behind cache) and lends
+// them: a streaming engine then copies straight between the lent buffer
+// and host memory, skipping its FIFO, so each byte is copied once.
+// Package ata's Device passes them through to its engine too.
+//
 // The same engine code runs against the wall clock at memory speed, or
 // against a VirtualClock with a Timing profile, where it models each
 // transfer's duration from the steps it performs. With PaperBefore and

@@ -182,7 +182,8 @@ type Transfer struct {
 	Completions int // completion interrupts to the host
 	Chunks      int // producer steps
 	// Inline reports a Streaming transfer that ran on the calling
-	// goroutine alone (Config.InlineMax).
+	// goroutine alone (Config.InlineMax, or a backend that lends its
+	// buffers: PeekReaderAt, ReserveWriterAt).
 	Inline bool
 	Copies int // copy calls the engine made on payload
 	// CopiedBytes counts the payload bytes the engine copied; a failed

@@ -217,8 +217,13 @@ func TestTransfers(t *testing.T) {
 				io.ReaderAt
 				io.WriterAt
 			} = mdev
-			if rapid.Bool().Draw(t, "async") {
+			lend := false
+			switch rapid.SampledFrom([]string{"plain", "async", "lending"}).Draw(t, "device") {
+			case "async":
 				dev = &asyncDev{memDev: mdev}
+			case "lending":
+				dev = newLendDev(mdev, SectorSize*rapid.IntRange(0, 8).Draw(t, "piece"))
+				lend = cfg.Mode == Streaming
 			}
 			tapped = tapped[:0]
 			var moved []byte
@@ -252,7 +257,7 @@ func TestTransfers(t *testing.T) {
 			}
 			if tr.Bytes != n || tr.Sectors != int64(sectors) || tr.Interrupts != wantInts ||
 				tr.Completions != 1 || tr.CopiedBytes != n || tr.CopiesPerByte() != 1 || tr.Err != nil ||
-				tr.Inline != (cfg.Mode == Streaming && n <= cfg.InlineMax) {
+				tr.Inline != (cfg.Mode == Streaming && n <= cfg.InlineMax || lend) {
 				t.Fatalf("Last() = %+v", tr)
 			}
 			want.Transfers++

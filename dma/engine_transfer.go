@@ -11,6 +11,8 @@ import (
 // multiple of SectorSize and no more than the host memory programmed.
 // src.ReadAt may be called with any chunk size; an error from it is
 // returned wrapped, after the bytes read before it reached host memory.
+// In Streaming mode a src that lends its buffers (PeekReaderAt) is read
+// through them instead, straight into host memory.
 func (e *Engine) DeviceToHost(src io.ReaderAt, off, n int64) error {
 	return e.transfer(ToHost, src, nil, off, n)
 }
@@ -18,7 +20,9 @@ func (e *Engine) DeviceToHost(src io.ReaderAt, off, n int64) error {
 // HostToDevice moves n bytes from host memory into dst starting at offset
 // off: the data phase of an ATA write command. n must be a positive
 // multiple of SectorSize and no more than the host memory programmed. An
-// error from dst.WriteAt is returned wrapped.
+// error from dst.WriteAt is returned wrapped. In Streaming mode a dst that
+// lends its buffers (ReserveWriterAt) is written through them instead,
+// straight from host memory.
 func (e *Engine) HostToDevice(dst io.WriterAt, off, n int64) error {
 	return e.transfer(ToDevice, nil, dst, off, n)
 }
@@ -47,10 +51,17 @@ func (e *Engine) transfer(dir Direction, src io.ReaderAt, dst io.WriterAt, off, 
 	e.cons.cur.seek(&e.sg, 0)
 	e.resetModel(t0)
 
+	pr, rw := e.lent()
 	var err error
 	switch {
 	case e.mode == StoreAndForward:
 		err = e.storeAndForward(&prod, &rec)
+	case pr != nil:
+		rec.Inline = true
+		err = e.peekLent(&prod, pr)
+	case rw != nil:
+		rec.Inline = true
+		err = e.reserveLent(&prod, rw)
 	case n <= e.inline:
 		rec.Inline = true
 		err = e.streamInline(&prod)
