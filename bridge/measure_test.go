@@ -200,4 +200,13 @@ func TestMeasurementWriteText(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
 	}
+	// A direction whose request cost could not be fitted says so.
+	delete(m.Request, "read")
+	b.Reset()
+	if err := m.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "read: pipelining in 32 KiB chunks makes 2 NBD requests of one, in flight together: their cost per request was not fitted (the chunks came out cheaper per byte than whole commands: a noisy run)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("the table lacks %q:\n%s", want, b.String())
+	}
 }

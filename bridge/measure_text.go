@@ -90,11 +90,16 @@ func (t *Measurement) writeSummary(w io.Writer, dir string) {
 // writeRequest writes, for one direction, what pipelining in chunks pays
 // per extra request against what it can hide.
 func (t *Measurement) writeRequest(w io.Writer, dir string) {
-	c, ok := t.Request[dir]
-	if !ok || t.Chunk >= t.BlockSize {
+	if t.Chunk >= t.BlockSize {
 		return
 	}
 	n := t.BlockSize / t.Chunk
+	c, ok := t.Request[dir]
+	if !ok {
+		fmt.Fprintf(w, "%s: pipelining in %s chunks makes %d NBD requests of one, in flight together: their cost per request was not fitted (the chunks came out cheaper per byte than whole commands: a noisy run)\n",
+			dir, size.Text(int64(t.Chunk)), n)
+		return
+	}
 	var front model.Rate
 	for _, rw := range t.Rows {
 		if rw.Dir == dir && rw.Variant.Pipelining == InChunks {
