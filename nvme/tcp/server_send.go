@@ -13,9 +13,11 @@ import (
 // no writer goroutine: the goroutine that queues an item while no one
 // writes becomes the writer and writes every item queued meanwhile in
 // one writev ("flat combining", as nbd's server does). The reader holds
-// the pen while the next PDU is already buffered, so the completions of
-// a burst of commands leave together, and puts it down before anything
-// that may block: a read from the network, a wait for a free slot.
+// the pen while the host is still sending (on a socket from the moment
+// it reads a PDU, elsewhere while the next PDU is buffered whole), so the
+// completions of a burst of commands leave together, the first one
+// included, and puts it down before anything that may block: a read
+// from the network, a wait for a free slot.
 
 // maxHeld bounds the completions the reader holds back while the host is
 // still sending.
