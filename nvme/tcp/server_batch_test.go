@@ -35,11 +35,10 @@ func (r writeCountRaw) Write(f func(fd uintptr) bool) error {
 
 // The completions of commands that arrive together leave together: the
 // target holds the pen from the first command it reads, so the first
-// completion does not go out alone ahead of the others. Eight commands
-// sent in one write (all of the queue's entries, maxHeld) are answered in
-// one writev.
+// completion does not go out alone ahead of the others. maxHeld commands
+// sent in one write are answered in one writev.
 func TestServerBurstOneWrite(t *testing.T) {
-	const burst = 8 // SQSIZE 7 of rawHost.connect; maxHeld
+	const burst = maxHeld // at most SQSIZE 7 + 1 of rawHost.connect
 	f := &nvme.Fabric{Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: nbd.NewMemDisk(1 << 20), BlockSize: 512}}}}}
 	s := &Server{Fabric: f}
 	defer s.Close()
