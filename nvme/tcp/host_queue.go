@@ -270,11 +270,14 @@ func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []b
 	if down { // resume sends it
 		return i, nil
 	}
-	if q.enqueue(gen, q.capsule(sl)) && q.woken.Load() > 0 {
-		// No one writes, and callers that completions woke are about
-		// to run, most of them to start their next command: let them
-		// queue theirs behind this one first, so that one writev
-		// carries them all (as nbd's client does).
+	if !q.enqueue(gen, q.capsule(sl)) {
+		return i, nil // the writer under way writes it
+	}
+	if q.woken.Load() > 0 {
+		// Callers that completions woke are about to run, most of them
+		// to start their next command: let them queue theirs behind
+		// this one first, so that one writev carries them all (as nbd's
+		// client does).
 		runtime.Gosched()
 	}
 	q.writeQueued(gen)
@@ -293,8 +296,7 @@ func (q *hostQueue) capsule(sl *hslot) [3][]byte {
 
 // send posts the command PDU of slot sl, in flight, on connection gen.
 func (q *hostQueue) send(sl *hslot, gen uint64) {
-	q.enqueue(gen, q.capsule(sl))
-	q.writeQueued(gen)
+	q.post(gen, q.capsule(sl))
 }
 
 // wait waits for slot i's completion and frees the slot.
@@ -524,14 +526,16 @@ func (q *hostQueue) r2t(gen uint64) error {
 // post queues the pieces of one PDU for connection gen and writes them,
 // with everything else queued, unless someone is writing.
 func (q *hostQueue) post(gen uint64, pieces [3][]byte) {
-	q.enqueue(gen, pieces)
-	q.writeQueued(gen)
+	if q.enqueue(gen, pieces) {
+		q.writeQueued(gen)
+	}
 }
 
 // enqueue queues the pieces of one PDU for connection gen (they are
 // dropped if the queue has moved to another), which stay unchanged until
 // written. It reports whether they were queued while no one was writing:
-// the caller must then call writeQueued.
+// the caller must then call writeQueued. Otherwise the writer under way
+// writes them: it looks for more queued after each writev.
 func (q *hostQueue) enqueue(gen uint64, pieces [3][]byte) bool {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
