@@ -10,7 +10,11 @@
 //	go run ./examples/nvmebench -runtime 10s
 //
 // Run it on a quiet machine; the same jobs are Go benchmarks in nvme/tcp
-// (BenchmarkLoopbackNVMeTCP, BenchmarkLoopbackNBD).
+// (BenchmarkLoopbackNVMeTCP, BenchmarkLoopbackNBD). With -count it runs
+// one job on one pair for -ops operations, which syscalls.sh counts the
+// system calls of, per operation and per side:
+//
+//	examples/nvmebench/syscalls.sh nvme 4KiB-randread-qd32 20000
 package main
 
 import (
@@ -54,8 +58,23 @@ type disk interface {
 
 func main() {
 	runtimeFlag := flag.Duration("runtime", 5*time.Second, "how long each job runs on each pair")
+	pair := flag.String("count", "", "run one job on one pair (nvme or nbd) for -ops operations, printing each socket's side on stderr (syscalls.sh)")
+	jobName := flag.String("job", "4KiB-randread-qd32", "the job of -count: 4KiB-randread-qd32, 64KiB-read-qd8 or 64KiB-write-qd8")
+	ops := flag.Int("ops", 20000, "the operations of -count")
+	queues := flag.Int("queues", 1, "the I/O queues (NBD connections) of -count")
 	flag.Parse()
-	if err := run(os.Stdout, *runtimeFlag); err != nil {
+	var err error
+	if *pair != "" {
+		j, ok := findJob(*jobName)
+		if !ok {
+			err = fmt.Errorf("unknown job %q", *jobName)
+		} else {
+			err = count(os.Stderr, *pair, j, *ops, *queues)
+		}
+	} else {
+		err = run(os.Stdout, *runtimeFlag)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "nvmebench:", err)
 		os.Exit(1)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -20,5 +21,31 @@ func TestRun(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 1+2*len(jobs) || !strings.Contains(lines[0], "ratio") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+// The count mode runs each job on each pair and names the sockets of both
+// sides, which syscalls.sh needs to count them apart.
+func TestCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a 64 MiB disk per run")
+	}
+	for _, pair := range []string{"nvme", "nbd"} {
+		for _, j := range jobs {
+			var sides bytes.Buffer
+			if err := count(&sides, pair, j, 100, 1); err != nil {
+				t.Fatalf("%s %s: %v", pair, j.name, err)
+			}
+			out := sides.String()
+			if !strings.Contains(out, " host\n") || !strings.Contains(out, " target\n") {
+				t.Errorf("%s %s: sides printed:\n%s", pair, j.name, out)
+			}
+		}
+	}
+	if _, ok := findJob("4KiB-randread-qd32"); !ok {
+		t.Error("findJob does not find the 4 KiB job by its dashed name")
+	}
+	if err := count(io.Discard, "iscsi", jobs[0], 1, 1); err == nil {
+		t.Error("count accepted an unknown pair")
 	}
 }

@@ -51,31 +51,32 @@ const maxR2TChunks = 8
 // sending every command still in flight again. The PDUs of a command are
 // built once, when it starts, and stay unchanged while it is in flight.
 type hostQueue struct {
-	nc      net.Conn
-	qid     uint16
-	f       framing
-	r       *pduReader
-	maxH2C  int
-	inCap   int
-	wmu     sync.Mutex
-	writing bool
-	pend    [2][][]byte // pieces posted, double-buffered
-	cur     int
-	out     net.Buffers
-	wb      *zerocopy.Batch // the writer's: raw writev on a socket
-	wbConn  net.Conn        // the connection wb writes to
-	woken   atomic.Int32    // callers a completion woke that have not run yet
-	mu      sync.Mutex
-	err     error
-	slots   []hslot
-	free    chan uint16
-	dead    chan struct{}
-	rdone   chan struct{}
-	gen     uint64      // connection generation; changed under wmu and mu
-	down    bool        // suspended: starting commands wait for resume
-	resend  bool        // a lost connection suspends rather than fails
-	onLost  func(error) // told once when the connection is lost
-	resent  int         // commands sent again by resume
+	nc       net.Conn
+	qid      uint16
+	f        framing
+	r        *pduReader
+	maxH2C   int
+	inCap    int
+	wmu      sync.Mutex
+	writing  bool
+	pend     [2][][]byte // pieces posted, double-buffered
+	cur      int
+	out      net.Buffers
+	wb       *zerocopy.Batch // the writer's: raw writev on a socket
+	wbConn   net.Conn        // the connection wb writes to
+	woken    atomic.Int32    // callers a completion woke that have not run yet
+	wbatches int             // writevs written (under wmu; tests count them)
+	mu       sync.Mutex
+	err      error
+	slots    []hslot
+	free     chan uint16
+	dead     chan struct{}
+	rdone    chan struct{}
+	gen      uint64      // connection generation; changed under wmu and mu
+	down     bool        // suspended: starting commands wait for resume
+	resend   bool        // a lost connection suspends rather than fails
+	onLost   func(error) // told once when the connection is lost
+	resent   int         // commands sent again by resume
 }
 
 // qconn is a queue's connection after ICReq/ICResp and Connect.
@@ -266,25 +267,36 @@ func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []b
 	sl.busy = true
 	gen, down := q.gen, q.down
 	q.mu.Unlock()
-	if !down { // else resume sends it
-		if q.woken.Load() > 0 {
-			// Callers that completions woke are about to run, most of
-			// them to post their next command: let them, so that one
-			// writev carries them all (as nbd's client does).
-			runtime.Gosched()
-		}
-		q.send(sl, gen)
+	if down { // resume sends it
+		return i, nil
 	}
+	if !q.enqueue(gen, q.capsule(sl)) {
+		return i, nil // the writer under way writes it
+	}
+	if q.woken.Load() > 0 {
+		// Callers that completions woke are about to run, most of them
+		// to start their next command: let them queue theirs behind
+		// this one first, so that one writev carries them all (as nbd's
+		// client does).
+		runtime.Gosched()
+	}
+	q.writeQueued(gen)
 	return i, nil
 }
 
-// send posts the command PDU of slot sl, in flight, on connection gen.
-func (q *hostQueue) send(sl *hslot, gen uint64) {
+// capsule returns the pieces of slot sl's command PDU: the header, the
+// in-capsule data and its digest.
+func (q *hostQueue) capsule(sl *hslot) [3][]byte {
 	var dg []byte
 	if sl.inCap > 0 && q.f.ddgst {
 		dg = sl.ddgst[:]
 	}
-	q.post(gen, sl.cmdHdr[:sl.hdrLen], sl.wbuf[:sl.inCap], dg)
+	return [3][]byte{sl.cmdHdr[:sl.hdrLen], sl.wbuf[:sl.inCap], dg}
+}
+
+// send posts the command PDU of slot sl, in flight, on connection gen.
+func (q *hostQueue) send(sl *hslot, gen uint64) {
+	q.post(gen, q.capsule(sl))
 }
 
 // wait waits for slot i's completion and frees the slot.
@@ -504,30 +516,47 @@ func (q *hostQueue) r2t(gen uint64) error {
 			putDigest(&sl.dataDg[k], data)
 			dg = sl.dataDg[k][:]
 		}
-		q.post(gen, q.f.sealHeader(sl.dataHdr[k][:], HeaderSize), data, dg)
+		q.post(gen, [3][]byte{q.f.sealHeader(sl.dataHdr[k][:], HeaderSize), data, dg})
 		off += n
 		sl.sent = off
 	}
 	return nil
 }
 
-// post queues the pieces of one or more PDUs for connection gen (they
-// are dropped if the queue has moved to another), which stay unchanged
-// until written. The caller that finds no write under way writes
-// everything posted, in rounds of one writev, until nothing is left; a
-// write error loses the connection.
-func (q *hostQueue) post(gen uint64, pieces ...[]byte) {
+// post queues the pieces of one PDU for connection gen and writes them,
+// with everything else queued, unless someone is writing.
+func (q *hostQueue) post(gen uint64, pieces [3][]byte) {
+	if q.enqueue(gen, pieces) {
+		q.writeQueued(gen)
+	}
+}
+
+// enqueue queues the pieces of one PDU for connection gen (they are
+// dropped if the queue has moved to another), which stay unchanged until
+// written. It reports whether they were queued while no one was writing:
+// the caller must then call writeQueued. Otherwise the writer under way
+// writes them: it looks for more queued after each writev.
+func (q *hostQueue) enqueue(gen uint64, pieces [3][]byte) bool {
 	q.wmu.Lock()
+	defer q.wmu.Unlock()
 	if gen != q.gen {
-		q.wmu.Unlock()
-		return
+		return false
 	}
 	for _, p := range pieces {
 		if len(p) > 0 {
 			q.pend[q.cur] = append(q.pend[q.cur], p)
 		}
 	}
-	if q.writing {
+	return !q.writing
+}
+
+// writeQueued writes everything queued for connection gen, in rounds of
+// one writev, until nothing is left, unless someone else is writing (who
+// then writes it) or nothing is queued. A write error loses the
+// connection.
+func (q *hostQueue) writeQueued(gen uint64) {
+	q.wmu.Lock()
+	if q.writing || gen != q.gen || len(q.pend[q.cur]) == 0 {
 		q.wmu.Unlock()
 		return
 	}
@@ -540,6 +569,7 @@ func (q *hostQueue) post(gen uint64, pieces ...[]byte) {
 		err = q.writeOut(q.pend[i]) // q.nc changes only while no one writes
 		clear(q.pend[i])
 		q.pend[i] = q.pend[i][:0]
+		q.wbatches++
 		q.wmu.Lock()
 	}
 	if err != nil {

@@ -124,6 +124,7 @@ func (c *conn) serve() error {
 	if err == nil {
 		c.nc.SetDeadline(time.Time{})
 		c.setSlots(c.q.Size())
+		c.held = 0 // Connect's completion went out
 		if c.q.ID() != 0 {
 			c.work = make(chan uint16, len(c.slots))
 		}
@@ -178,9 +179,9 @@ func (c *conn) popSlot() (uint16, bool) {
 }
 
 // loop reads PDUs until the connection ends. It holds the pen while the
-// host is still sending (on a socket, sockReader puts it down when the
-// socket is empty; otherwise, while the next PDU is buffered whole), and
-// at most until maxHeld completions wait.
+// host is still sending (on a socket, from each PDU read until sockReader
+// finds the socket empty; otherwise, while the next PDU is buffered
+// whole), and at most until maxHeld completions wait.
 func (c *conn) loop() error {
 	for {
 		if c.src.rc == nil && !c.buffered() {
@@ -198,6 +199,13 @@ func (c *conn) loop() error {
 				return errHostClosed
 			}
 			return err
+		}
+		if c.src.rc != nil {
+			// Hold the pen before the command runs, not after, so that
+			// its completion waits for those of the commands behind it
+			// rather than go out alone (sockReader puts the pen down
+			// before it parks).
+			c.hold()
 		}
 		var err error
 		switch c.r.h.Type {

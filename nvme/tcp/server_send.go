@@ -13,13 +13,19 @@ import (
 // no writer goroutine: the goroutine that queues an item while no one
 // writes becomes the writer and writes every item queued meanwhile in
 // one writev ("flat combining", as nbd's server does). The reader holds
-// the pen while the next PDU is already buffered, so the completions of
-// a burst of commands leave together, and puts it down before anything
-// that may block: a read from the network, a wait for a free slot.
+// the pen while the host is still sending (on a socket from the moment
+// it reads a PDU, elsewhere while the next PDU is buffered whole), so the
+// completions of a burst of commands leave together, the first one
+// included, and puts it down before anything that may block: a read
+// from the network, a wait for a free slot.
 
 // maxHeld bounds the completions the reader holds back while the host is
-// still sending.
-const maxHeld = 8
+// still sending. It is nbd's server's bound (serverMaxHeld): with the pen
+// held from the first command of a burst, a bound as large as the host's
+// depth would answer a burst only once all of it has run, and the host
+// would send nothing meanwhile (64 KiB writes at depth 8 in
+// examples/nvmebench); half of it keeps both sides busy.
+const maxHeld = 4
 
 // send queues item for the wire and writes the queue unless someone holds
 // the pen. It returns the first write error of the connection.
