@@ -178,8 +178,12 @@ func TestControllerBringUp(t *testing.T) {
 		t.Fatal("shutdown not complete")
 	}
 	h.admin.Close()
-	if st := h.exec(h.io, Command{Opcode: OpRead, NSID: 1}, make([]byte, 512)).Status; st.Code() != StatusCommandSequence {
-		t.Fatalf("I/O after admin close: %v", st)
+	if _, aborted := transportOf(h.io).state(); aborted != 1 {
+		t.Fatalf("I/O queue's transport aborted %d times after admin close", aborted)
+	}
+	// I/O that still arrives on the aborted queue is dropped unanswered.
+	if cpl, held := h.io.Exec(context.Background(), &Command{Opcode: OpRead, NSID: 1, CID: 9}, make([]byte, 512)); !held {
+		t.Fatalf("I/O after admin close answered: %v", cpl.Status)
 	}
 }
 

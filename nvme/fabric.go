@@ -298,7 +298,10 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 // the completion, or held true for a command the controller keeps (an
 // Asynchronous Event Request), which completes later through
 // q.Transport.Complete when an event happens, or never if the queue
-// closes first. Exec does not retain data.
+// closes first. A command that arrives on an I/O queue with a Transport
+// after its controller's association ended (Keep Alive expiry, admin
+// queue closed) is held too, never to complete: its transport is being
+// aborted. Exec does not retain data.
 func (q *Queue) Exec(ctx context.Context, cmd *Command, data []byte) (cpl Completion, held bool) {
 	cpl = Completion{CID: cmd.CID, SQID: q.id}
 	var st Status
@@ -310,6 +313,13 @@ func (q *Queue) Exec(ctx context.Context, cmd *Command, data []byte) (cpl Comple
 	case q.id == 0:
 		cpl.Result, st, held = q.ctrl.admin(ctx, cmd, data)
 	case !q.ctrl.ready.Load():
+		if q.Transport != nil && q.ctrl.Ended() {
+			// The association is over and its transports are being
+			// aborted: the command is dropped unanswered, as the
+			// connection closes, so the host sends it again on its
+			// next association rather than taking an error for it.
+			return cpl, true
+		}
 		st = StatusCommandSequence | StatusDNR
 	default:
 		st = q.ctrl.sub.io(ctx, cmd, data)

@@ -66,9 +66,19 @@ func TestKeepAliveExpires(t *testing.T) {
 	if !c.Ended() {
 		t.Fatal("controller not ended")
 	}
-	if st := h.exec(h.io, Command{Opcode: OpFlush, NSID: 1}, nil).Status; st.Code() != StatusCommandSequence {
-		t.Fatalf("I/O after expiry: %v", st)
+	// A command that still arrives is dropped unanswered while its
+	// connection closes, so the host sends it again after reconnecting
+	// rather than taking an error (DNR) for it.
+	if cpl, held := h.io.Exec(t.Context(), &Command{Opcode: OpFlush, NSID: 1, CID: 7}, nil); !held {
+		t.Fatalf("I/O after expiry answered: %v", cpl.Status)
 	}
+	// Without a transport to close the queue it fails instead.
+	bare := h.io.Transport
+	h.io.Transport = nil
+	if st := h.exec(h.io, Command{Opcode: OpFlush, NSID: 1}, nil).Status; st.Code() != StatusCommandSequence {
+		t.Fatalf("I/O after expiry on a queue without a transport: %v", st)
+	}
+	h.io.Transport = bare
 	q := h.f.NewQueue()
 	if st := h.connect(q, 2, c.ID(), testNQN).Status; st.Code() != StatusConnectInvalidParam {
 		t.Fatalf("connect to an expired controller: %v", st)
