@@ -66,14 +66,7 @@ func runOps(sides io.Writer, dk disk, j job, ops int) error {
 			buf := make([]byte, j.size)
 			r := rand.New(rand.NewPCG(uint64(g), 18))
 			for n.Add(1) <= int64(ops) {
-				off := int64(r.IntN(diskSize/j.size)) * int64(j.size)
-				var err error
-				if j.write {
-					_, err = dk.WriteAt(buf, off)
-				} else {
-					_, err = dk.ReadAt(buf, off)
-				}
-				if err != nil {
+				if err := j.once(dk, r, buf); err != nil {
 					first.CompareAndSwap(nil, &err)
 					return
 				}

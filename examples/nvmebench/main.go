@@ -151,6 +151,17 @@ func nbdPair(conns int, f func(disk) (result, error)) (result, error) {
 // measure runs j on dk for d from j.depth goroutines (after filling the
 // disk, so reads meet allocated memory) and returns bytes per second and
 // CPU seconds per GB.
+// once reads or writes buf at a random aligned offset of dk, as job j does.
+func (j job) once(dk disk, r *rand.Rand, buf []byte) error {
+	off := int64(r.IntN(diskSize/j.size)) * int64(j.size)
+	if j.write {
+		_, err := dk.WriteAt(buf, off)
+		return err
+	}
+	_, err := dk.ReadAt(buf, off)
+	return err
+}
+
 func measure(dk disk, j job, d time.Duration) (result, error) {
 	fill := make([]byte, 1<<20)
 	for off := int64(0); off < diskSize; off += int64(len(fill)) {
@@ -168,14 +179,7 @@ func measure(dk disk, j job, d time.Duration) (result, error) {
 			buf := make([]byte, j.size)
 			r := rand.New(rand.NewPCG(uint64(g), 18))
 			for time.Now().Before(stop) {
-				off := int64(r.IntN(diskSize/j.size)) * int64(j.size)
-				var err error
-				if j.write {
-					_, err = dk.WriteAt(buf, off)
-				} else {
-					_, err = dk.ReadAt(buf, off)
-				}
-				if err != nil {
+				if err := j.once(dk, r, buf); err != nil {
 					first.CompareAndSwap(nil, &err)
 					return
 				}
