@@ -28,12 +28,10 @@ type diskModel struct {
 const machineSectors = 600
 
 type machine struct {
-	t     *rapid.T
-	r     *rig
-	m     diskModel
-	bad   map[string]bool
-	rng   *rand.Rand
-	count int
+	t   *rapid.T
+	r   *rig
+	m   diskModel
+	rng *rand.Rand
 }
 
 func newMachine(t *rapid.T) *machine {

@@ -20,7 +20,6 @@ var benchSizes = []int{64, 1500, 64 << 10, 1 << 20}
 var (
 	sink16 uint16
 	sink64 uint64
-	sinkN  int
 )
 
 //go:noinline

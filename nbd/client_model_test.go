@@ -146,7 +146,6 @@ func slicesSortInts(a []int) {
 type clientModel struct {
 	c     *Client
 	model []byte
-	stop  func()
 }
 
 func (m *clientModel) rangeOf(t *rapid.T) (int64, int) {
