@@ -2,12 +2,14 @@
 // module's NVMe/TCP target and host against its NBD server and client, on
 // loopback over the same kind of memory disk, with the same jobs (4 KiB
 // random reads at depth 32, 64 KiB reads and writes at depth 8), with one
-// I/O queue (one NBD connection) and with one per core. It prints one row
-// per job: bandwidth of each pair and their ratio, and the CPU time the
-// process (server and client together) spent per GB moved, which depends
-// less than bandwidth on what else the machine runs.
+// I/O queue (one NBD connection) and with one per core. Each job runs
+// -rounds times on each pair, the pairs alternated; it prints one row per
+// job: the median bandwidth of each pair and their ratio, the median CPU
+// time the process (server and client together) spent per GB moved, which
+// depends less than bandwidth on what else the machine runs, and the ratio
+// of each round, to show the spread.
 //
-//	go run ./examples/nvmebench -runtime 10s
+//	go run ./examples/nvmebench -runtime 2s -rounds 5
 //
 // Run it on a quiet machine; the same jobs are Go benchmarks in nvme/tcp
 // (BenchmarkLoopbackNVMeTCP, BenchmarkLoopbackNBD). With -count it runs
@@ -26,6 +28,8 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,7 +61,8 @@ type disk interface {
 }
 
 func main() {
-	runtimeFlag := flag.Duration("runtime", 5*time.Second, "how long each job runs on each pair")
+	runtimeFlag := flag.Duration("runtime", 5*time.Second, "how long each job runs on each pair, each round")
+	rounds := flag.Int("rounds", 3, "rounds of each job, the two pairs alternated (first pair swapped each round); figures are medians")
 	pair := flag.String("count", "", "run one job on one pair (nvme or nbd) for -ops operations, printing each socket's side on stderr (syscalls.sh)")
 	jobName := flag.String("job", "4KiB-randread-qd32", "the job of -count: 4KiB-randread-qd32, 64KiB-read-qd8 or 64KiB-write-qd8")
 	ops := flag.Int("ops", 20000, "the operations of -count")
@@ -72,7 +77,7 @@ func main() {
 			err = count(os.Stderr, *pair, j, *ops, *queues)
 		}
 	} else {
-		err = run(os.Stdout, *runtimeFlag)
+		err = run(os.Stdout, *runtimeFlag, *rounds)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nvmebench:", err)
@@ -80,22 +85,67 @@ func main() {
 	}
 }
 
-func run(out io.Writer, d time.Duration) error {
-	fmt.Fprintf(out, "%-20s %-8s %13s %12s %7s %14s %14s\n", "job", "queues", "NVMe/TCP MB/s", "NBD MB/s", "ratio", "NVMe CPU s/GB", "NBD CPU s/GB")
+func run(out io.Writer, d time.Duration, rounds int) error {
+	if rounds < 1 {
+		return fmt.Errorf("-rounds %d: want at least 1", rounds)
+	}
+	fmt.Fprintf(out, "%-20s %-8s %13s %12s %7s %14s %14s  %s\n", "job", "queues", "NVMe/TCP MB/s", "NBD MB/s", "ratio", "NVMe CPU s/GB", "NBD CPU s/GB", "ratio of each round")
 	for _, queues := range []int{1, runtime.GOMAXPROCS(0)} {
 		for _, j := range jobs {
-			nv, err := nvmePair(queues, func(dk disk) (result, error) { return measure(dk, j, d) })
+			nv, nb, err := rounded(queues, j, d, rounds)
 			if err != nil {
-				return fmt.Errorf("NVMe/TCP %s: %w", j.name, err)
+				return err
 			}
-			nb, err := nbdPair(queues, func(dk disk) (result, error) { return measure(dk, j, d) })
-			if err != nil {
-				return fmt.Errorf("NBD %s: %w", j.name, err)
+			var each []string
+			for i := range nv {
+				each = append(each, fmt.Sprintf("%.2f", nv[i].bps/nb[i].bps))
 			}
-			fmt.Fprintf(out, "%-20s %-8d %13.1f %12.1f %7.2f %14.3f %14.3f\n", j.name, queues, nv.bps/1e6, nb.bps/1e6, nv.bps/nb.bps, nv.cpuPerGB, nb.cpuPerGB)
+			mv, mb := median(nv), median(nb)
+			fmt.Fprintf(out, "%-20s %-8d %13.1f %12.1f %7.2f %14.3f %14.3f  %s\n", j.name, queues, mv.bps/1e6, mb.bps/1e6, mv.bps/mb.bps, mv.cpuPerGB, mb.cpuPerGB, strings.Join(each, " "))
 		}
 	}
 	return nil
+}
+
+// rounded measures job j on both pairs, rounds times each, alternating
+// them and swapping which goes first each round, so that what else the
+// machine does falls on both alike.
+func rounded(queues int, j job, d time.Duration, rounds int) (nv, nb []result, err error) {
+	for i := range rounds {
+		for k := range 2 {
+			var r result
+			if (i+k)%2 == 0 {
+				if r, err = nvmePair(queues, func(dk disk) (result, error) { return measure(dk, j, d) }); err != nil {
+					return nil, nil, fmt.Errorf("NVMe/TCP %s: %w", j.name, err)
+				}
+				nv = append(nv, r)
+			} else {
+				if r, err = nbdPair(queues, func(dk disk) (result, error) { return measure(dk, j, d) }); err != nil {
+					return nil, nil, fmt.Errorf("NBD %s: %w", j.name, err)
+				}
+				nb = append(nb, r)
+			}
+		}
+	}
+	return nv, nb, nil
+}
+
+// median returns the median rate of rs and the median CPU per GB (each
+// taken apart; the mean of the middle two for an even count).
+func median(rs []result) result {
+	mid := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		n := len(v)
+		if n%2 == 1 {
+			return v[n/2]
+		}
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return result{bps: mid(func(r result) float64 { return r.bps }), cpuPerGB: mid(func(r result) float64 { return r.cpuPerGB })}
 }
 
 // result is what measure finds: bytes per second, and CPU seconds (user

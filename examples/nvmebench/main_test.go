@@ -15,12 +15,33 @@ func TestRun(t *testing.T) {
 		t.Skip("fills two 64 MiB disks per job")
 	}
 	var out bytes.Buffer
-	if err := run(&out, 20*time.Millisecond); err != nil {
+	if err := run(&out, 20*time.Millisecond, 2); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 1+2*len(jobs) || !strings.Contains(lines[0], "ratio") {
+	if len(lines) != 1+2*len(jobs) || !strings.Contains(lines[0], "ratio of each round") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+	for _, l := range lines[1:] {
+		// job name (three words), queues, 2 rates, ratio, 2 CPU figures, 2 rounds' ratios
+		if f := strings.Fields(l); len(f) != 11 {
+			t.Errorf("row %q: %d fields, want 11", l, len(f))
+		}
+	}
+	if err := run(io.Discard, time.Millisecond, 0); err == nil {
+		t.Error("-rounds 0 accepted")
+	}
+}
+
+// median takes the middle of an odd count and the mean of the middle two
+// of an even one, rate and CPU apart.
+func TestMedian(t *testing.T) {
+	rs := []result{{bps: 3, cpuPerGB: 1}, {bps: 1, cpuPerGB: 9}, {bps: 2, cpuPerGB: 5}}
+	if got := median(rs); got != (result{bps: 2, cpuPerGB: 5}) {
+		t.Errorf("median of three: %+v", got)
+	}
+	if got := median(rs[:2]); got != (result{bps: 2, cpuPerGB: 5}) {
+		t.Errorf("median of two: %+v", got)
 	}
 }
 
