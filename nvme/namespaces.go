@@ -93,23 +93,22 @@ func (f *Fabric) AddNamespace(nqn string, n Namespace) (uint32, error) {
 // RemoveNamespace makes namespace nsid of subsystem nqn inactive: new
 // commands to it fail with Invalid Namespace; those in flight finish.
 func (f *Fabric) RemoveNamespace(nqn string, nsid uint32) error {
-	s, err := f.subsystem(nqn)
-	if err != nil {
-		return err
-	}
-	_, err = f.change(s, func(l []*namespace) ([]*namespace, uint32, error) {
-		if nsid == 0 || nsid > uint32(len(l)) || l[nsid-1] == nil {
-			return nil, 0, fmt.Errorf("%w: %d of %s", ErrNoNamespace, nsid, nqn)
-		}
-		l[nsid-1] = nil
-		return l, nsid, nil
-	})
-	return err
+	return f.changeActive(nqn, nsid, func(*namespace) *namespace { return nil })
 }
 
 // ResizeNamespace reads the Size of namespace nsid's Backend again, after
 // the caller grew or shrank it, and makes it the namespace's size.
 func (f *Fabric) ResizeNamespace(nqn string, nsid uint32) error {
+	return f.changeActive(nqn, nsid, func(old *namespace) *namespace {
+		ns := *old
+		ns.blocks = uint64(ns.Backend.Size()) >> ns.shift
+		return &ns
+	})
+}
+
+// changeActive replaces active namespace nsid of subsystem nqn with what
+// edit makes of it (nil: inactive), as one namespace change.
+func (f *Fabric) changeActive(nqn string, nsid uint32, edit func(*namespace) *namespace) error {
 	s, err := f.subsystem(nqn)
 	if err != nil {
 		return err
@@ -118,9 +117,7 @@ func (f *Fabric) ResizeNamespace(nqn string, nsid uint32) error {
 		if nsid == 0 || nsid > uint32(len(l)) || l[nsid-1] == nil {
 			return nil, 0, fmt.Errorf("%w: %d of %s", ErrNoNamespace, nsid, nqn)
 		}
-		ns := *l[nsid-1]
-		ns.blocks = uint64(ns.Backend.Size()) >> ns.shift
-		l[nsid-1] = &ns
+		l[nsid-1] = edit(l[nsid-1])
 		return l, nsid, nil
 	})
 	return err
