@@ -302,7 +302,11 @@ func newClient(n *Negotiator, e ExportInfo) (*Client, error) {
 	}
 	c.minBlock, c.prefBlock, c.maxPayload = clientBlockLimits(e)
 	c.reqTimeout = n.cfg.requestTimeout
-	c.conns = []*clientConn{newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)}
+	cc := newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)
+	if n.cfg.splice {
+		cc.wb.SetSplice(ClientSpliceMin)
+	}
+	c.conns = []*clientConn{cc}
 	return c, nil
 }
 

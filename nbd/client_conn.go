@@ -222,6 +222,12 @@ func (c *clientConn) fail(err error) {
 	close(c.dead)
 	c.failMu.Unlock()
 	_ = c.nc.Close()
+	select {
+	case c.wsem <- struct{}{}: // no writer: close the pipe of spliced writes
+		c.wb.SetSplice(0)
+		<-c.wsem
+	default: // a writer's: it goes with the connection (a cleanup closes it)
+	}
 	for i := range c.slots {
 		s := &c.slots[i]
 		s.mu.Lock()

@@ -161,3 +161,36 @@ func ExampleClient_StartRead() {
 	// block 2: cc
 	// block 3: dd
 }
+
+// Large writes to a trusted server on the same machine: the payloads go to
+// the socket without a copy, and each buffer is reused only after its
+// WriteAt returned, that is after the server read it.
+func ExampleWithSplicedWrites() {
+	uri, stop := clientExampleServer()
+	defer stop()
+
+	c, err := nbd.Dial(context.Background(), uri, nbd.WithSplicedWrites())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	buf := make([]byte, 256<<10)
+	for i := range 4 {
+		for j := range buf {
+			buf[j] = byte(i)
+		}
+		if _, err := c.WriteAt(buf, int64(i)*int64(len(buf))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	got := make([]byte, 1)
+	for i := range 4 {
+		if _, err := c.ReadAt(got, int64(i)*int64(len(buf))+1000); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print(got[0], " ")
+	}
+	fmt.Println()
+	// Output: 0 1 2 3
+}

@@ -52,6 +52,40 @@ func NewBatch(w io.Writer) *Batch {
 // flattens (copies) into a; nil turns it off.
 func (b *Batch) SetAccounting(a *Accounting) { b.acct = a }
 
+// SetSplice makes Write move a batch of at least min bytes into the
+// destination without copying it, where it can: on Linux, to a socket (any
+// descriptor that splice(2) writes), the batch's pages are handed to the
+// kernel through a pipe (vmsplice(2), then splice(2)) instead of being
+// copied by writev(2). Elsewhere, and when the kernel refuses (the
+// batch then goes out by writev, and so do later ones), it changes
+// nothing. min <= 0 turns it off and closes the pipe.
+//
+// The price is a longer retention: the destination's buffers then point at
+// the batch's memory after Write has returned, until the receiver has
+// consumed those bytes (a peer on this machine: has read them; a remote
+// one: has acknowledged them). So the bytes must not change, nor their
+// memory be reused, until the caller knows the receiver has them, such as
+// by a reply the receiver sends only after reading them. A protocol whose
+// reply follows the request's payload (NBD's WRITE, NVMe/TCP's in-capsule
+// data) gives that for requests that complete; a request abandoned before
+// its reply leaves its buffer to the receiver until the connection is
+// gone at both ends. Only bytes in the Go heap may be spliced: a buffer on
+// a goroutine's stack can move.
+func (b *Batch) SetSplice(min int) {
+	if b.raw != nil {
+		b.raw.setSplice(min)
+	}
+}
+
+// Spliced returns the bytes Write has moved into the destination by
+// splice(2) (SetSplice); 0 where it never could.
+func (b *Batch) Spliced() int64 {
+	if b.raw == nil {
+		return 0
+	}
+	return b.raw.splicedBytes()
+}
+
 // Add appends the bytes of m to the batch, after those added before.
 func (b *Batch) Add(m *Message) {
 	b.vec = m.Buffers(b.vec)
@@ -79,6 +113,12 @@ func (b *Batch) Write() (int64, error) {
 	switch {
 	case b.n == 0:
 		return 0, nil
+	case b.raw != nil && b.raw.splices(b.n):
+		n, spliced, err := b.raw.splicev(b.vec)
+		if !spliced {
+			b.acct.AddCrossing(n)
+		}
+		return n, err
 	case b.raw != nil:
 		n, err := b.raw.writev(b.vec)
 		b.acct.AddCrossing(n)

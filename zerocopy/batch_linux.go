@@ -30,6 +30,7 @@ type rawWriter struct {
 	n   int64
 	err error
 	try func(fd uintptr) bool // w.write, bound once
+	sp  spliceState           // SetSplice's (batch_splice_linux.go)
 }
 
 func newRawWriter(rc syscall.RawConn) *rawWriter {

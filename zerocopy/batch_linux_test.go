@@ -13,7 +13,7 @@ import (
 // first with a small send buffer, so writes to it fill it up.
 func smallBufferPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	t.Helper()
-	x, y := socketPair(t.(*testing.T))
+	x, y := socketPair(t)
 	a, b := x.(*net.UnixConn), y.(*net.UnixConn)
 	rc, err := a.SyscallConn()
 	if err != nil {

@@ -85,7 +85,7 @@ func TestBatchWritesMessagesInOrder(t *testing.T) {
 }
 
 // socketPair returns the two ends of a unix stream socketpair as net.Conns.
-func socketPair(t *testing.T) (net.Conn, net.Conn) {
+func socketPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {

@@ -25,6 +25,7 @@ type job struct {
 	Connections int
 	Size        int64  // 0: the whole export
 	Engine      string // goroutines (the default) or async
+	Splice      bool   // nbd.WithSplicedWrites
 }
 
 // result is what a job measured.
@@ -78,7 +79,11 @@ func (j job) run(ctx context.Context) (*result, error) {
 		return nil, err
 	}
 	inflight := max(nbd.DefaultClientMaxInFlight, (j.IODepth+j.Connections-1)/j.Connections)
-	c, err := nbd.Dial(ctx, j.URI, nbd.WithConnections(j.Connections), nbd.WithMaxInFlight(inflight))
+	opts := []nbd.Option{nbd.WithConnections(j.Connections), nbd.WithMaxInFlight(inflight)}
+	if j.Splice {
+		opts = append(opts, nbd.WithSplicedWrites())
+	}
+	c, err := nbd.Dial(ctx, j.URI, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +201,8 @@ func (s *stats) merge(o *stats) {
 
 func (r *result) print(w io.Writer) {
 	j := r.Job
-	fmt.Fprintf(w, "nbdbench: rw=%s bs=%d iodepth=%d engine=%s connections=%d runtime=%v uri=%s\n",
-		j.RW, j.BS, j.IODepth, j.Engine, j.Connections, r.Elapsed.Round(time.Millisecond), j.URI)
+	fmt.Fprintf(w, "nbdbench: rw=%s bs=%d iodepth=%d engine=%s splice=%v connections=%d runtime=%v uri=%s\n",
+		j.RW, j.BS, j.IODepth, j.Engine, j.Splice, j.Connections, r.Elapsed.Round(time.Millisecond), j.URI)
 	for _, x := range []struct {
 		name string
 		s    *stats

@@ -33,6 +33,7 @@ func main() {
 	flag.DurationVar(&j.Runtime, "runtime", 5*time.Second, "how long to run")
 	flag.IntVar(&j.Connections, "connections", 1, "connections (multi-conn)")
 	flag.StringVar(&j.Engine, "engine", "goroutines", "goroutines: one goroutine per request in flight (ReadAt/WriteAt); async: one goroutine keeps them all in flight (StartRead/StartWrite)")
+	flag.BoolVar(&j.Splice, "splice", false, "hand large WRITE payloads to the kernel without a copy (nbd.WithSplicedWrites)")
 	sizeFlag := flag.String("size", "0", "bytes of the export to use (0: all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()

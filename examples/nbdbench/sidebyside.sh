@@ -15,6 +15,9 @@ RUNS=${RUNS:-5}
 dir=$(mktemp -d)
 S=$dir/nbd.sock
 U="nbd+unix:///?socket=$S"
+# SPLICE=1 runs both nbdbench engines with -splice (nbd.WithSplicedWrites).
+SPLICEFLAG=""
+[ "${SPLICE:-0}" = 1 ] && SPLICEFLAG=-splice
 # SERVER=nbdkit (the default) serves nbdkit's memory plugin; SERVER=nhd
 # serves this module's examples/nbd-server (NBDSERVER: its binary, built
 # with go build -o /tmp/nbd-server ./examples/nbd-server).
@@ -30,9 +33,9 @@ fio --name=fill --ioengine=nbd --uri="$U" --rw=write --bs=1m --iodepth=4 --size=
 job() { # name rw bs iodepth
   for r in $(seq "$RUNS"); do
     echo "== $1 run $r nbdbench"
-    "$NBDBENCH" -uri "$U" -rw "$2" -bs "$3" -iodepth "$4" -runtime "${RT}s" -size 1g | tail -n +2
+    "$NBDBENCH" $SPLICEFLAG -uri "$U" -rw "$2" -bs "$3" -iodepth "$4" -runtime "${RT}s" -size 1g | tail -n +2
     echo "== $1 run $r nbdbench-async"
-    "$NBDBENCH" -engine async -uri "$U" -rw "$2" -bs "$3" -iodepth "$4" -runtime "${RT}s" -size 1g | tail -n +2
+    "$NBDBENCH" $SPLICEFLAG -engine async -uri "$U" -rw "$2" -bs "$3" -iodepth "$4" -runtime "${RT}s" -size 1g | tail -n +2
     echo "== $1 run $r fio"
     fio --name="$1" --ioengine=nbd --uri="$U" --rw="$2" --bs="$3" --iodepth="$4" --runtime="$RT" \
       --time_based --size=1G --percentile_list=50:99:99.9 2>&1 | grep -E ' (read|write): IOPS|clat percentiles|th=\['
