@@ -67,6 +67,7 @@ func main() {
 	jobName := flag.String("job", "4KiB-randread-qd32", "the job of -count: 4KiB-randread-qd32, 64KiB-read-qd8 or 64KiB-write-qd8")
 	ops := flag.Int("ops", 20000, "the operations of -count")
 	queues := flag.Int("queues", 1, "the I/O queues (NBD connections) of -count")
+	flag.BoolVar(&splicedWrites, "splice", false, "both hosts hand large writes to the kernel without a copy (tcp.Config.SplicedWrites, nbd.WithSplicedWrites)")
 	flag.Parse()
 	var err error
 	if *pair != "" {
@@ -161,6 +162,9 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// splicedWrites is -splice: both pairs' hosts splice large writes.
+var splicedWrites bool
+
 // nvmePair serves a memory disk with tcp.Server and runs f on a tcp.Host.
 func nvmePair(queues int, f func(disk) (result, error)) (result, error) {
 	const nqn = "nqn.2026-01.io.nhd:bench"
@@ -172,7 +176,7 @@ func nvmePair(queues int, f func(disk) (result, error)) (result, error) {
 	}
 	go srv.Serve(l)
 	defer srv.Close()
-	h, err := tcp.Dial(context.Background(), l.Addr().String(), nqn, &tcp.Config{IOQueues: queues, KeepAlive: -1})
+	h, err := tcp.Dial(context.Background(), l.Addr().String(), nqn, &tcp.Config{IOQueues: queues, KeepAlive: -1, SplicedWrites: splicedWrites})
 	if err != nil {
 		return result{}, err
 	}
@@ -190,7 +194,11 @@ func nbdPair(conns int, f func(disk) (result, error)) (result, error) {
 	}
 	go srv.Serve(l)
 	defer srv.Close()
-	c, err := nbd.Dial(context.Background(), "nbd://"+l.Addr().String()+"/", nbd.WithConnections(conns))
+	opts := []nbd.Option{nbd.WithConnections(conns)}
+	if splicedWrites {
+		opts = append(opts, nbd.WithSplicedWrites())
+	}
+	c, err := nbd.Dial(context.Background(), "nbd://"+l.Addr().String()+"/", opts...)
 	if err != nil {
 		return result{}, err
 	}

@@ -52,7 +52,21 @@ type Config struct {
 	// with ErrControllerLost; 0 means DefaultLossTimeout, negative means
 	// no reconnection: a dropped connection fails its commands at once.
 	LossTimeout time.Duration
+	// SplicedWrites sends a batch of PDUs carrying at least
+	// SpliceMin bytes (large writes' data) by vmsplice and splice
+	// instead of writev, on Linux over a socket (zerocopy.Batch.SetSplice):
+	// the socket then points at the caller's pages instead of a copy,
+	// until the controller has read them. A command's completion comes
+	// after its data was read, so WriteAt keeps its contract; a command
+	// that fails with its connection (ErrControllerLost) leaves its
+	// buffer to the controller until the connection is closed at both
+	// ends. For controllers trusted with that, as nbd.WithSplicedWrites.
+	SplicedWrites bool
 }
+
+// SpliceMin is the smallest batch Config.SplicedWrites splices: below it a
+// copy costs less than the two system calls and the page pinning.
+const SpliceMin = 32 << 10
 
 // Host is an NVMe/TCP host connected to one controller of one subsystem:
 // an admin queue and I/O queues, each on its own TCP connection, with

@@ -64,6 +64,7 @@ type hostQueue struct {
 	out      net.Buffers
 	wb       *zerocopy.Batch // the writer's: raw writev on a socket
 	wbConn   net.Conn        // the connection wb writes to
+	splice   bool            // Config.SplicedWrites
 	woken    atomic.Int32    // callers a completion woke that have not run yet
 	wbatches int             // writevs written (under wmu; tests count them)
 	mu       sync.Mutex
@@ -94,7 +95,7 @@ func dialQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 	if err != nil {
 		return nil, 0, err
 	}
-	q := &hostQueue{nc: c.nc, f: c.f, r: c.r, maxH2C: c.maxH2C, inCap: adminInCapsule, qid: k.QID, dead: make(chan struct{}), rdone: make(chan struct{})}
+	q := &hostQueue{nc: c.nc, f: c.f, r: c.r, maxH2C: c.maxH2C, inCap: adminInCapsule, qid: k.QID, dead: make(chan struct{}), rdone: make(chan struct{}), splice: cfg.SplicedWrites}
 	n := int(k.SQSize) + 1
 	for i := range q.pend {
 		q.pend[i] = make([][]byte, 0, 4*n+16)
@@ -593,7 +594,13 @@ func (q *hostQueue) writeOut(bufs [][]byte) error {
 		return err
 	}
 	if q.wbConn != q.nc {
+		if q.wb != nil {
+			q.wb.SetSplice(0) // the old connection's pipe
+		}
 		q.wb, q.wbConn = zerocopy.NewBatch(q.nc), q.nc
+		if q.splice {
+			q.wb.SetSplice(SpliceMin)
+		}
 	}
 	for _, b := range bufs {
 		q.wb.AddBytes(b)
