@@ -28,6 +28,25 @@ func smallBufferPair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	return a, b
 }
 
+// readInChunks reads n bytes from c, at most chunk at a time, on another
+// goroutine, and sends them (fewer on an error).
+func readInChunks(c net.Conn, n, chunk int) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		var out []byte
+		p := make([]byte, chunk)
+		for len(out) < n {
+			k, err := c.Read(p[:min(chunk, n-len(out))])
+			if err != nil {
+				break
+			}
+			out = append(out, p[:k]...)
+		}
+		got <- out
+	}()
+	return got
+}
+
 // The raw writer writes every piece whole and in order, whatever the
 // socket takes at a time: pieces empty and large, more of them than one
 // writev takes, a reader slower than the writer.
@@ -54,19 +73,7 @@ func TestRawWriter(t *testing.T) {
 			want = append(want, p...)
 		}
 		chunk := rapid.IntRange(1, 100000).Draw(rt, "read size")
-		got := make(chan []byte, 1)
-		go func() {
-			var out []byte
-			p := make([]byte, chunk)
-			for len(out) < len(want) {
-				n, err := b.Read(p[:min(chunk, len(want)-len(out))])
-				if err != nil {
-					break
-				}
-				out = append(out, p[:n]...)
-			}
-			got <- out
-		}()
+		got := readInChunks(b, len(want), chunk)
 		if _, err := w.writev(bufs); err != nil {
 			rt.Fatalf("%d pieces, %d bytes: %v", pieces, len(want), err)
 		}

@@ -44,19 +44,7 @@ func TestBatchSplice(t *testing.T) {
 				want = append(want, p...)
 			}
 			chunk := rapid.SampledFrom([]int{509, 4096, 100000}).Draw(rt, "read size")
-			got := make(chan []byte, 1)
-			go func() {
-				var out []byte
-				p := make([]byte, chunk)
-				for len(out) < len(want) {
-					n, err := b.Read(p[:min(chunk, len(want)-len(out))])
-					if err != nil {
-						break
-					}
-					out = append(out, p[:n]...)
-				}
-				got <- out
-			}()
+			got := readInChunks(b, len(want), chunk)
 			n, err := bt.Write()
 			if err != nil || n != int64(len(want)) {
 				rt.Fatalf("%d pieces, %d bytes: wrote %d, %v", pieces, len(want), n, err)
