@@ -417,8 +417,25 @@ func (q *hostQueue) run(ctx context.Context, cmd *nvme.Command, data []byte) (nv
 	return q.do(ctx, cmd, rbuf, wbuf)
 }
 
+// queue picks the I/O queue for a command: the one with the most free
+// slots, ties broken by a turning counter. The callers a burst of completions on one
+// queue woke then start their next commands on that queue, where they
+// share one writev and the target answers them together, rather than
+// split over every queue in turn (4 KiB random reads at depth 32 with a
+// queue per core: examples/nvmebench).
 func (h *Host) queue() *hostQueue {
-	return h.io[int(h.next.Add(1))%len(h.io)]
+	if len(h.io) == 1 {
+		return h.io[0]
+	}
+	start := int(h.next.Add(1))
+	best, most := h.io[start%len(h.io)], -1
+	for k := range h.io {
+		q := h.io[(start+k)%len(h.io)]
+		if n := len(q.free); n > most {
+			best, most = q, n
+		}
+	}
+	return best
 }
 
 // check validates an I/O of n bytes at off: aligned, inside the
