@@ -26,6 +26,11 @@ func (c *Controller) admin(ctx context.Context, cmd *Command, data []byte) (uint
 		r, st := c.getFeatures(cmd)
 		return r, st, false
 	case OpKeepAlive:
+		if c.kato.Load() == 0 {
+			// No timer to restart: Keep Alive Timeout Invalid, as
+			// nvmet answers.
+			return 0, StatusKeepAliveInvalid | StatusDNR, false
+		}
 		c.lastKA.Store(time.Now().UnixNano())
 		return 0, StatusSuccess, false
 	case OpAsyncEventRequest:

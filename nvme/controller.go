@@ -137,7 +137,11 @@ func (q *Queue) connectAdmin(k Connect, d *ConnectData, sub *subsystem) (uint64,
 	}
 	c := &Controller{f: q.f, sub: sub, hostNQN: d.HostNQN, hostID: d.HostID, local: q.Local, queues: make([]*Queue, q.f.MaxIOQueues+1)}
 	c.queues[0] = q
-	c.kato.Store(k.KATO)
+	kato := k.KATO
+	if kato == 0 && sub == nil {
+		kato = DiscoveryKATO
+	}
+	c.kato.Store(kato)
 	f := q.f
 	f.mu.Lock()
 	for range 0xFFEF {

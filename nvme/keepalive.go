@@ -10,6 +10,14 @@ import "time"
 // Keep Alive (CTRATT bit 6), so only Keep Alive commands restart the
 // timer, as hosts that do not see TBKAS expect.
 
+// DiscoveryKATO is the Keep Alive Timeout, in milliseconds, of a
+// discovery controller whose host asks for none (Connect KATO 0): two
+// minutes, as Linux's nvmet and persistent discovery controllers
+// (TP 8013) use, so that a discovery connection a host leaves open does
+// not hold its controller for ever. An I/O controller with KATO 0 has no
+// timer.
+const DiscoveryKATO = 120_000
+
 // keepAliveTimeout returns how long c waits for a Keep Alive: KATO rounded
 // up to whole seconds, as Linux's nvmet does, plus the fabric's slack; 0
 // when KATO is 0 (the timer is off).

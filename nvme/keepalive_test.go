@@ -1,6 +1,7 @@
 package nvme
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -105,11 +106,15 @@ func TestKeepAliveKeepsUp(t *testing.T) {
 	if _, n := transportOf(h.admin).state(); n != 0 || h.admin.Controller().Ended() {
 		t.Fatal("association ended while Keep Alives came")
 	}
-	// Set Features KATO 0 turns the timer off.
+	// Set Features KATO 0 turns the timer off; a Keep Alive then has no
+	// timer to restart (Keep Alive Timeout Invalid, as nvmet answers).
 	h.ok(h.exec(h.admin, Command{Opcode: OpSetFeatures, CDW10: FeatKeepAliveTimer}, nil), "KATO 0")
 	time.Sleep(1500 * time.Millisecond)
 	if _, n := transportOf(h.admin).state(); n != 0 || h.admin.Controller().Ended() {
 		t.Fatal("association ended with KATO 0")
+	}
+	if st := h.exec(h.admin, Command{Opcode: OpKeepAlive}, nil).Status; st != StatusKeepAliveInvalid|StatusDNR {
+		t.Fatalf("Keep Alive with KATO 0: %v, want Keep Alive Timeout Invalid (DNR)", st)
 	}
 	// Closing the admin queue ends the controller and aborts the I/O queue.
 	c := h.admin.Controller()
@@ -119,5 +124,33 @@ func TestKeepAliveKeepsUp(t *testing.T) {
 	}
 	if _, n := transportOf(h.admin).state(); n != 0 {
 		t.Fatal("the closing admin queue's own transport aborted")
+	}
+}
+
+// A discovery controller whose host asks for no Keep Alive Timeout gets
+// DiscoveryKATO, so a discovery connection left open ends; an I/O
+// controller's KATO 0 stays 0.
+func TestDiscoveryKATODefault(t *testing.T) {
+	t.Parallel()
+	f := newFabric(nbd.NewMemDisk(1<<20), 0)
+	for _, tc := range []struct {
+		nqn  string
+		want uint32
+	}{{DiscoveryNQN, DiscoveryKATO}, {testNQN, 0}} {
+		q := f.NewQueue()
+		var cmd Command
+		Connect{QID: 0, SQSize: 31, KATO: 0}.Encode(&cmd)
+		var d [ConnectDataSize]byte
+		(&ConnectData{ControllerID: DynamicControllerID, SubNQN: tc.nqn, HostNQN: "nqn.host"}).Put(&d)
+		if cpl, _ := q.Exec(context.Background(), &cmd, d[:]); cpl.Status != StatusSuccess {
+			t.Fatalf("connect to %s: %v", tc.nqn, cpl.Status)
+		}
+		if got := q.Controller().kato.Load(); got != tc.want {
+			t.Errorf("%s with KATO 0: KATO %d ms, want %d", tc.nqn, got, tc.want)
+		}
+		if got := q.Controller().keepAliveTimeout(); (got > 0) != (tc.want > 0) {
+			t.Errorf("%s: keep alive timeout %v", tc.nqn, got)
+		}
+		q.Close()
 	}
 }

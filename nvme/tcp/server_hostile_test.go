@@ -253,7 +253,9 @@ func TestServerDataDigestError(t *testing.T) {
 	if cpl := h.resp(); cpl.Status.Code() != nvme.StatusDataTransferError || cpl.CID != 2 {
 		t.Fatalf("digest error: %+v", cpl)
 	}
-	h.capsule(nvme.Command{Opcode: nvme.OpKeepAlive, CID: 3}, nil)
+	nvme.Property{Offset: nvme.PropCSTS}.Encode(&cmd)
+	cmd.CID = 3
+	h.capsule(cmd, nil)
 	if cpl := h.resp(); cpl.Status != 0 || cpl.CID != 3 {
 		t.Fatalf("after the digest error: %+v", cpl)
 	}
