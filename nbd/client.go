@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nhdkit/nhd/zerocopy"
 )
 
 // Client is a connection (or, with multi-conn, several) to one export of an
@@ -304,7 +306,7 @@ func newClient(n *Negotiator, e ExportInfo) (*Client, error) {
 	c.reqTimeout = n.cfg.requestTimeout
 	cc := newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)
 	if n.cfg.splice {
-		cc.wb.SetSplice(ClientSpliceMin)
+		cc.wb.SetSplice(zerocopy.SpliceMin)
 	}
 	c.conns = []*clientConn{cc}
 	return c, nil

@@ -147,7 +147,7 @@ func WithDialer(dial func(ctx context.Context, network, address string) (net.Con
 
 // WithSplicedWrites makes the client hand WRITE payloads to the kernel
 // without copying them, where it can: on Linux, over a TCP or unix socket
-// without TLS, a batch of requests carrying at least ClientSpliceMin bytes
+// without TLS, a batch of requests carrying at least zerocopy.SpliceMin bytes
 // goes out by vmsplice(2) and splice(2) (zerocopy.Batch.SetSplice) rather
 // than writev(2), which copies every byte. That copy, and the kernel pages
 // it fills and the server's read then frees, are most of the CPU time of
@@ -171,11 +171,6 @@ func WithDialer(dial func(ctx context.Context, network, address string) (net.Con
 func WithSplicedWrites() Option {
 	return func(c *clientConfig) { c.splice = true }
 }
-
-// ClientSpliceMin is the smallest batch of requests, payloads included,
-// that WithSplicedWrites splices: below it a copy costs less than the two
-// system calls and the page pinning of a splice.
-const ClientSpliceMin = 32 << 10
 
 // Timeouts.
 

@@ -3,6 +3,7 @@ package nbd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -48,7 +49,7 @@ func spliceServer(t testing.TB, network string, size int64) (string, *MemDisk) {
 func TestClientSplicedWrites(t *testing.T) {
 	for _, network := range []string{"unix", "tcp"} {
 		for _, conns := range []int{1, 2} {
-			t.Run(network+"/conns="+string(rune('0'+conns)), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/conns=%d", network, conns), func(t *testing.T) {
 				uri, mem := spliceServer(t, network, 64<<20)
 				c := clientDial(t, uri, WithSplicedWrites(), WithConnections(conns))
 				clientHammer(t, c, 8, 40, 64<<10)

@@ -77,6 +77,12 @@ func (b *Batch) SetSplice(min int) {
 	}
 }
 
+// SpliceMin is a threshold for SetSplice that suits most protocols: below
+// it a copy by writev costs less than splicing's two system calls and its
+// pinning of pages (BenchmarkBatchSplice). Package nbd's client and
+// nvme/tcp's host use it.
+const SpliceMin = 32 << 10
+
 // Spliced returns the bytes Write has moved into the destination by
 // splice(2) (SetSplice); 0 where it never could.
 func (b *Batch) Spliced() int64 {

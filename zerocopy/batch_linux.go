@@ -78,6 +78,18 @@ func (w *rawWriter) advance(n uint64) {
 
 // writev writes bufs whole, or fails: the connection is then unusable.
 func (w *rawWriter) writev(bufs [][]byte) (int64, error) {
+	all := w.fill(bufs)
+	err := w.rc.Write(w.try)
+	w.drop(all)
+	if err == nil {
+		err = w.err
+	}
+	return w.n, err
+}
+
+// fill sets w.iov to bufs' pieces (which the writing consumes from the
+// front) and the counters to zero, and returns the whole list for drop.
+func (w *rawWriter) fill(bufs [][]byte) []syscall.Iovec {
 	all := w.iov[:0]
 	for _, b := range bufs {
 		if len(b) > 0 {
@@ -85,11 +97,12 @@ func (w *rawWriter) writev(bufs [][]byte) (int64, error) {
 		}
 	}
 	w.iov, w.n, w.err = all, 0, nil
-	err := w.rc.Write(w.try)
-	clear(all) // keep no buffer alive
+	return all
+}
+
+// drop forgets the list fill returned, keeping no buffer alive and its
+// array for the next batch.
+func (w *rawWriter) drop(all []syscall.Iovec) {
+	clear(all)
 	w.iov = all[:0]
-	if err == nil {
-		err = w.err
-	}
-	return w.n, err
 }

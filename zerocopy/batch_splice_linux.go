@@ -32,12 +32,12 @@ type spliceState struct {
 }
 
 // spliceSndbuf is the send buffer setSplice asks a socket for. With the
-// default one (net.core.wmem_default, 208 KiB) a spliced writer of 64 KiB
-// pieces at depth 8 parks on a full socket and is woken about three times
-// as often as a copying one, and is slower than it; with 1 MiB it is
-// faster (BenchmarkClientWriteSpliced; a copying writer gains nothing
-// from the larger buffer). The kernel caps what it grants at twice
-// net.core.wmem_max.
+// default one (net.core.wmem_default) a spliced writer of 64 KiB pieces
+// at depth 8 parks on a full socket and is woken far more often than a
+// copying one, and loses to it; with 1 MiB it wins, while a copying
+// writer gains nothing from the larger buffer (BenchmarkClientWriteSpliced
+// with a dialer setting SO_SNDBUF, docs/bench/2026-12-01-late.md). The
+// kernel caps what it grants at twice net.core.wmem_max.
 const spliceSndbuf = 1 << 20
 
 // setSplice sets the threshold; 0 turns splicing off and closes the pipe.
@@ -99,8 +99,8 @@ func (w *rawWriter) splicev(bufs [][]byte) (n int64, spliced bool, err error) {
 		return n, false, err
 	}
 	all := w.fill(bufs)
-	w.n, w.err = 0, nil
 	err = w.rc.Write(w.sp.try)
+	w.drop(all)
 	if err == nil {
 		err = w.err
 	}
@@ -109,31 +109,14 @@ func (w *rawWriter) splicev(bufs [][]byte) (n int64, spliced bool, err error) {
 		// and write the whole batch the usual way, from now on too.
 		w.closePipe()
 		w.sp.off = true
-		clear(all)
-		w.iov = all[:0]
 		n, err := w.writev(bufs)
 		return n, false, err
 	}
 	if err != nil && w.sp.inPipe > 0 {
 		w.closePipe() // the rest of the batch must not go out later
 	}
-	clear(all) // keep no buffer alive
-	w.iov = all[:0]
 	w.sp.moved += w.n
 	return w.n, true, err
-}
-
-// fill sets w.iov to bufs' pieces and returns it, which the writing then
-// consumes from the front.
-func (w *rawWriter) fill(bufs [][]byte) []syscall.Iovec {
-	all := w.iov[:0]
-	for _, b := range bufs {
-		if len(b) > 0 {
-			all = append(all, syscall.Iovec{Base: &b[0], Len: uint64(len(b))})
-		}
-	}
-	w.iov = all
-	return all
 }
 
 // spliceStep runs on the destination's RawConn.Write: it fills the pipe

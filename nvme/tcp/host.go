@@ -53,7 +53,7 @@ type Config struct {
 	// no reconnection: a dropped connection fails its commands at once.
 	LossTimeout time.Duration
 	// SplicedWrites sends a batch of PDUs carrying at least
-	// SpliceMin bytes (large writes' data) by vmsplice and splice
+	// zerocopy.SpliceMin bytes (large writes' data) by vmsplice and splice
 	// instead of writev, on Linux over a socket (zerocopy.Batch.SetSplice):
 	// the socket then points at the caller's pages instead of a copy,
 	// until the controller has read them. A command's completion comes
@@ -63,10 +63,6 @@ type Config struct {
 	// ends. For controllers trusted with that, as nbd.WithSplicedWrites.
 	SplicedWrites bool
 }
-
-// SpliceMin is the smallest batch Config.SplicedWrites splices: below it a
-// copy costs less than the two system calls and the page pinning.
-const SpliceMin = 32 << 10
 
 // Host is an NVMe/TCP host connected to one controller of one subsystem:
 // an admin queue and I/O queues, each on its own TCP connection, with
@@ -418,11 +414,11 @@ func (q *hostQueue) run(ctx context.Context, cmd *nvme.Command, data []byte) (nv
 }
 
 // queue picks the I/O queue for a command: the one with the most free
-// slots, ties broken by a turning counter. The callers a burst of completions on one
-// queue woke then start their next commands on that queue, where they
-// share one writev and the target answers them together, rather than
-// split over every queue in turn (4 KiB random reads at depth 32 with a
-// queue per core: examples/nvmebench).
+// slots, ties broken by a turning counter. The callers that a burst of
+// completions on one queue woke then start their next commands on that
+// queue, where they share one writev and the target answers them
+// together, rather than split over every queue in turn (4 KiB random
+// reads at depth 32 with a queue per core: examples/nvmebench).
 func (h *Host) queue() *hostQueue {
 	if len(h.io) == 1 {
 		return h.io[0]

@@ -599,7 +599,7 @@ func (q *hostQueue) writeOut(bufs [][]byte) error {
 		}
 		q.wb, q.wbConn = zerocopy.NewBatch(q.nc), q.nc
 		if q.splice {
-			q.wb.SetSplice(SpliceMin)
+			q.wb.SetSplice(zerocopy.SpliceMin)
 		}
 	}
 	for _, b := range bufs {
