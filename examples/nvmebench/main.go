@@ -67,6 +67,7 @@ func main() {
 	jobName := flag.String("job", "4KiB-randread-qd32", "the job of -count: 4KiB-randread-qd32, 64KiB-read-qd8 or 64KiB-write-qd8")
 	ops := flag.Int("ops", 20000, "the operations of -count")
 	queues := flag.Int("queues", 1, "the I/O queues (NBD connections) of -count")
+	flag.IntVar(&queueFill, "fill", 0, "the NVMe/TCP host's tcp.Config.QueueFill (0: its default; 1 spreads the commands over the queues)")
 	flag.BoolVar(&splicedWrites, "splice", false, "both hosts hand large writes to the kernel without a copy (tcp.Config.SplicedWrites, nbd.WithSplicedWrites)")
 	flag.Parse()
 	var err error
@@ -165,6 +166,9 @@ func cpuTime() time.Duration {
 // splicedWrites is -splice: both pairs' hosts splice large writes.
 var splicedWrites bool
 
+// queueFill is -fill: the NVMe/TCP host's QueueFill.
+var queueFill int
+
 // nvmePair serves a memory disk with tcp.Server and runs f on a tcp.Host.
 func nvmePair(queues int, f func(disk) (result, error)) (result, error) {
 	const nqn = "nqn.2026-01.io.nhd:bench"
@@ -176,7 +180,7 @@ func nvmePair(queues int, f func(disk) (result, error)) (result, error) {
 	}
 	go srv.Serve(l)
 	defer srv.Close()
-	h, err := tcp.Dial(context.Background(), l.Addr().String(), nqn, &tcp.Config{IOQueues: queues, KeepAlive: -1, SplicedWrites: splicedWrites})
+	h, err := tcp.Dial(context.Background(), l.Addr().String(), nqn, &tcp.Config{IOQueues: queues, QueueFill: queueFill, KeepAlive: -1, SplicedWrites: splicedWrites})
 	if err != nil {
 		return result{}, err
 	}

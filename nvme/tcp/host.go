@@ -20,6 +20,11 @@ import (
 
 var timeZero time.Time
 
+// DefaultQueueFill is Config.QueueFill's default: up to 16 commands
+// share an I/O queue before the next one takes any (on the machine of
+// examples/nvmebench, every job ran faster filled than spread).
+const DefaultQueueFill = 16
+
 // DefaultPort is the NVMe/TCP port for I/O controllers; discovery
 // controllers default to 8009.
 const DefaultPort = "4420"
@@ -37,6 +42,14 @@ type Config struct {
 	// QueueDepth is the entries of each I/O queue; 0 means 128. It is
 	// capped by the controller's CAP.MQES and MAXCMD, and at least 2.
 	QueueDepth int
+	// QueueFill is how many commands an I/O queue carries before the
+	// host sends to another: a command goes to the first queue (in queue
+	// order) with fewer than QueueFill in flight, and once every queue
+	// has that many, to the queue with the most free slots. Few commands
+	// thus share one connection's writes and reads instead of each
+	// connection carrying a few, and many spread over all of them. 0
+	// means DefaultQueueFill; 1 spreads every command to the freest queue.
+	QueueFill int
 	// HeaderDigest and DataDigest ask for CRC32C digests on every PDU.
 	HeaderDigest, DataDigest bool
 	// KeepAlive is the keep alive timeout (KATO) asked for; a Keep Alive
@@ -125,6 +138,9 @@ func (cfg *Config) defaults() {
 	}
 	if cfg.IOQueues <= 0 {
 		cfg.IOQueues = runtime.GOMAXPROCS(0)
+	}
+	if cfg.QueueFill <= 0 {
+		cfg.QueueFill = DefaultQueueFill
 	}
 	if cfg.QueueDepth <= 0 {
 		cfg.QueueDepth = 128
@@ -413,15 +429,24 @@ func (q *hostQueue) run(ctx context.Context, cmd *nvme.Command, data []byte) (nv
 	return q.do(ctx, cmd, rbuf, wbuf)
 }
 
-// queue picks the I/O queue for a command: the one with the most free
-// slots, ties broken by a turning counter. The callers that a burst of
-// completions on one queue woke then start their next commands on that
-// queue, where they share one writev and the target answers them
-// together, rather than split over every queue in turn (4 KiB random
-// reads at depth 32 with a queue per core: examples/nvmebench).
+// queue picks the I/O queue for a command (Config.QueueFill): the first
+// with fewer than QueueFill commands in flight, else the one with the most
+// free slots, ties broken by a turning counter. Either way the callers
+// that a burst of completions on one queue woke start their next commands
+// on that queue, where they share one writev and the target answers them
+// together, rather than split over every queue in turn; and a depth one
+// queue carries well keeps to one connection, whose wake-ups then each
+// carry more (examples/nvmebench, -fill 1 for the spread).
 func (h *Host) queue() *hostQueue {
 	if len(h.io) == 1 {
 		return h.io[0]
+	}
+	if fill := h.cfg.QueueFill; fill > 1 {
+		for _, q := range h.io {
+			if len(q.slots)-len(q.free) < fill {
+				return q
+			}
+		}
 	}
 	start := int(h.next.Add(1))
 	best, most := h.io[start%len(h.io)], -1
