@@ -21,8 +21,8 @@ import (
 var timeZero time.Time
 
 // DefaultQueueFill is Config.QueueFill's default: up to 16 commands
-// share an I/O queue before the next one takes any (on the machine of
-// examples/nvmebench, every job ran faster filled than spread).
+// share an I/O queue before the next one takes any (examples/nvmebench
+// compares it with the spread, -fill 1).
 const DefaultQueueFill = 16
 
 // DefaultPort is the NVMe/TCP port for I/O controllers; discovery
@@ -431,12 +431,12 @@ func (q *hostQueue) run(ctx context.Context, cmd *nvme.Command, data []byte) (nv
 
 // queue picks the I/O queue for a command (Config.QueueFill): the first
 // with fewer than QueueFill commands in flight, else the one with the most
-// free slots, ties broken by a turning counter. Either way the callers
-// that a burst of completions on one queue woke start their next commands
-// on that queue, where they share one writev and the target answers them
-// together, rather than split over every queue in turn; and a depth one
-// queue carries well keeps to one connection, whose wake-ups then each
-// carry more (examples/nvmebench, -fill 1 for the spread).
+// free slots, ties broken by a turning counter. A depth that one queue
+// carries well thus keeps to one connection, whose writevs, target reads
+// and wake-ups each carry more; past it, the callers that a burst of
+// completions on one queue woke start their next commands on that queue,
+// where they share one writev and the target answers them together,
+// rather than split over every queue in turn (examples/nvmebench).
 func (h *Host) queue() *hostQueue {
 	if len(h.io) == 1 {
 		return h.io[0]
