@@ -12,7 +12,9 @@
 //	go run ./examples/nvmebench -runtime 2s -rounds 5
 //
 // Run it on a quiet machine; the same jobs are Go benchmarks in nvme/tcp
-// (BenchmarkLoopbackNVMeTCP, BenchmarkLoopbackNBD). With -count it runs
+// (BenchmarkLoopbackNVMeTCP, BenchmarkLoopbackNBD). -fill sets the
+// NVMe/TCP host's tcp.Config.QueueFill (-fill 1: every command to the
+// freest queue), -splice has both hosts splice large writes. With -count it runs
 // one job on one pair for -ops operations, which syscalls.sh counts the
 // system calls of, per operation and per side:
 //
