@@ -35,9 +35,10 @@
 //	_, err = h.ReadAt(buf, off)
 //
 // A *Host has an admin queue and I/O queues on their own connections,
-// with many commands in flight on each; it is an io.ReaderAt and
-// io.WriterAt and an nbd.Backend with Flusher, FUAWriter, Trimmer and
-// Zeroer. Writes up to the controller's in-capsule size go in the command
+// with many commands in flight on each (a queue takes up to
+// Config.QueueFill of them before the next one takes any); it is an
+// io.ReaderAt and io.WriterAt and an nbd.Backend with Flusher, FUAWriter,
+// Trimmer and Zeroer. Writes up to the controller's in-capsule size go in the command
 // capsule, larger ones answer the controller's R2T; reads land straight
 // in the caller's buffer. Discover reads a discovery log.
 //
