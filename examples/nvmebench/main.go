@@ -14,9 +14,9 @@
 // Run it on a quiet machine; the same jobs are Go benchmarks in nvme/tcp
 // (BenchmarkLoopbackNVMeTCP, BenchmarkLoopbackNBD). -fill sets the
 // NVMe/TCP host's tcp.Config.QueueFill (-fill 1: every command to the
-// freest queue), -splice has both hosts splice large writes. With -count it runs
-// one job on one pair for -ops operations, which syscalls.sh counts the
-// system calls of, per operation and per side:
+// freest queue), -splice has both hosts splice large writes. With -count
+// it runs one job on one pair for -ops operations, which syscalls.sh
+// counts the system calls of, per operation and per side:
 //
 //	examples/nvmebench/syscalls.sh nvme 4KiB-randread-qd32 20000
 package main
