@@ -45,6 +45,7 @@ func main() {
 type options struct {
 	tcp, nqn, sizeFlag, file, uri string
 	blockSize, queues, depth      int
+	workers                       int
 	readOnly, verbose             bool
 }
 
@@ -60,6 +61,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.blockSize, "block-size", 512, "the namespace's block size: 512 or 4096")
 	fs.IntVar(&o.queues, "queues", 0, "most I/O queues per controller (0: default 64)")
 	fs.IntVar(&o.depth, "queue-depth", 0, "most entries per queue (0: default 128)")
+	fs.IntVar(&o.workers, "queue-workers", 0, "most goroutines running a queue's slow commands beside its reader (0: one per entry)")
 	fs.BoolVar(&o.readOnly, "readonly", false, "refuse writes")
 	fs.BoolVar(&o.verbose, "v", false, "log connections (debug level)")
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +86,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-nqn %q: give the subsystem an NQN of its own", o.nqn)
 	case o.blockSize != 512 && o.blockSize != 4096:
 		return nil, fmt.Errorf("-block-size %d: 512 or 4096", o.blockSize)
+	case o.workers < 0:
+		return nil, fmt.Errorf("-queue-workers %d: at least 0", o.workers)
 	}
 	if n == 0 {
 		o.sizeFlag = "1G"
@@ -148,7 +152,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	srv := &tcp.Server{Fabric: f, Logger: log}
+	srv := &tcp.Server{Fabric: f, Logger: log, QueueWorkers: o.workers}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	log.Info("serving", "addr", l.Addr().String(), "nqn", o.nqn, "bytes", backend.Size(), "block", o.blockSize)

@@ -23,6 +23,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-size", "1G", "-file", "x"}, "at most one of"},
 		{[]string{"-size", "lots"}, "-size"},
 		{[]string{"-block-size", "1000"}, "512 or 4096"},
+		{[]string{"-queue-workers", "-1"}, "-queue-workers"},
 		{[]string{"-nqn", ""}, "NQN of its own"},
 		{[]string{"-nope"}, "flag provided but not defined"},
 		{[]string{"extra"}, "unexpected arguments"},
@@ -86,7 +87,7 @@ func roundTrip(t *testing.T, addr, nqn string, wantSize int64) {
 }
 
 func TestMemory(t *testing.T) {
-	addr := serve(t, "-nqn", "nqn.test:mem", "-size", "4M", "-block-size", "4096")
+	addr := serve(t, "-nqn", "nqn.test:mem", "-size", "4M", "-block-size", "4096", "-queue-workers", "2")
 	roundTrip(t, addr, "nqn.test:mem", 4<<20)
 }
 

@@ -39,7 +39,8 @@ const (
 // Each connection is one queue, served by one goroutine that reads PDUs
 // and runs the commands while the backend is quick; once an I/O queue's
 // commands take longer, they run concurrently on workers started as
-// needed (at most one per entry) and complete in the order they finish.
+// needed (at most one per entry, or QueueWorkers) and complete in the
+// order they finish.
 // Whoever completes a command while no one is writing writes every
 // completion ready (C2HData, its data and the CapsuleResp) in one writev;
 // the reader holds them back while the host's next PDU is already
@@ -67,6 +68,13 @@ type Server struct {
 	// HandshakeTimeout bounds ICReq and Connect; 0 means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// QueueWorkers bounds the goroutines that run an I/O queue's
+	// commands, once they are slow, beside the goroutine that reads the
+	// queue; the commands past it wait for one of them. 0 means one per
+	// queue entry, so a slow backend serves a whole queue at once; 1
+	// keeps each queue to a goroutine pair, a slow backend's commands
+	// running one at a time per queue.
+	QueueWorkers int
 	// Logger receives connection events at Debug level and failures at
 	// Warn; nil discards them.
 	Logger *slog.Logger

@@ -10,9 +10,9 @@ import (
 // the backend or a page handed to it, which cost no copy): waking another
 // goroutine would cost more than the command. Once they are slow, the
 // reader hands them to workers, started as needed up to one per entry of
-// the queue, so a slow backend serves a queue's commands concurrently
-// while the reader takes the next ones; their completions go out in the
-// order they finish, which NVMe allows. The admin queue runs its commands
+// the queue (or Server.QueueWorkers), so a slow backend serves a queue's
+// commands concurrently while the reader takes the next ones; their
+// completions go out in the order they finish, which NVMe allows. The admin queue runs its commands
 // one at a time, in the reader. nbd's server decides the same way
 // (nbd/server_request.go, quickRead and inline).
 
@@ -26,7 +26,7 @@ func (c *conn) run(i uint16, data []byte) error {
 		return c.exec(i, data)
 	}
 	c.slots[i].arg = data
-	if c.idle.Load() == 0 && c.workers < len(c.slots) {
+	if c.idle.Load() == 0 && c.workers < c.maxWorkers() {
 		c.workers++
 		c.idle.Add(1)
 		c.wg.Add(1)
@@ -34,6 +34,14 @@ func (c *conn) run(i uint16, data []byte) error {
 	}
 	c.work <- i // never blocks: one place per slot
 	return nil
+}
+
+// maxWorkers is how many workers the queue may start (Server.QueueWorkers).
+func (c *conn) maxWorkers() int {
+	if n := c.s.QueueWorkers; n > 0 {
+		return min(n, len(c.slots))
+	}
+	return len(c.slots)
 }
 
 // worker runs the commands handed to it until stopWorkers. A write error
