@@ -1,6 +1,8 @@
 package aoe
 
 import (
+	"errors"
+	"io/fs"
 	"net"
 	"os"
 )
@@ -38,7 +40,7 @@ func (u *UnixgramConn) ReadFrame(b []byte) (int, error) {
 // there yet (QEMU not started) loses the frame, as a wire would.
 func (u *UnixgramConn) WriteFrame(b []byte) error {
 	_, err := u.conn.WriteToUnix(b, u.peer)
-	if os.IsNotExist(err) || isConnRefused(err) {
+	if errors.Is(err, fs.ErrNotExist) || isConnRefused(err) {
 		return nil
 	}
 	return err
