@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 )
 
 // target serves a memory disk of size bytes as e0.1 over a unix datagram
-// pair and returns the initiator's end of it.
-func target(t *testing.T, size int64, bufcnt uint16) (aoe.Transport, *nbd.MemDisk) {
+// pair and returns the initiator's end of it, and a function that stops
+// the target.
+func target(t *testing.T, size int64, bufcnt uint16) (aoe.Transport, *nbd.MemDisk, func()) {
 	dir := t.TempDir()
 	tp, ip := filepath.Join(dir, "t.sock"), filepath.Join(dir, "i.sock")
 	ttr, err := aoe.ListenUnixgram(tp, ip, aoe.MAC{0x02, 0, 0, 0, 0, 1}, 9000)
@@ -37,12 +39,14 @@ func target(t *testing.T, size int64, bufcnt uint16) (aoe.Transport, *nbd.MemDis
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- (&aoe.Target{Transport: ttr, Disks: []*aoe.Disk{d}}).Serve(ctx) }()
-	t.Cleanup(func() {
+	stop := func() {
 		cancel()
 		ttr.Close()
 		<-done
-	})
-	return itr, mem
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(stop) })
+	return itr, mem, func() { once.Do(stop) }
 }
 
 // A write run stores the pattern over the span it goes round, a read run
@@ -50,7 +54,7 @@ func target(t *testing.T, size int64, bufcnt uint16) (aoe.Transport, *nbd.MemDis
 // and lose none.
 func TestRunAgainstTarget(t *testing.T) {
 	const size = 1 << 20
-	tr, mem := target(t, 4<<20, 8)
+	tr, mem, _ := target(t, 4<<20, 8)
 	o, err := parseFlags([]string{"-iface", "x", "-rw", "write", "-runtime", "100ms", "-size", "1m"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +76,7 @@ func TestRunAgainstTarget(t *testing.T) {
 		}
 	}
 
-	tr, _ = target(t, 4<<20, 16)
+	tr, _, _ = target(t, 4<<20, 16)
 	o.write, o.depth, o.sectors = false, 4, 8
 	r, err = run(tr, o)
 	if err != nil {
@@ -90,7 +94,7 @@ func TestRunAgainstTarget(t *testing.T) {
 // fail with errTarget; no target at the address makes it fail after the
 // config query's wait.
 func TestRunErrors(t *testing.T) {
-	tr, _ := target(t, 64<<10, 4)
+	tr, _, _ := target(t, 64<<10, 4)
 	o, err := parseFlags([]string{"-iface", "x", "-runtime", "1s", "-size", "1m"}, io.Discard) // past the disk
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +102,7 @@ func TestRunErrors(t *testing.T) {
 	if _, err := run(tr, o); !errors.Is(err, errTarget) {
 		t.Fatalf("reads past the disk's end: %v, want errTarget", err)
 	}
-	tr, _ = target(t, 64<<10, 4)
+	tr, _, _ = target(t, 64<<10, 4)
 	o.slot = 9
 	start := time.Now()
 	if _, err := run(tr, o); err == nil || !strings.Contains(err.Error(), "no config reply from e0.9") {
@@ -106,6 +110,33 @@ func TestRunErrors(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("gave up after %v", d)
+	}
+}
+
+// A target that stops answering mid-run leaves frames without replies:
+// the run ends once the wait after its runtime has passed, counting them
+// lost, rather than waiting for them forever.
+func TestRunTargetStops(t *testing.T) {
+	tr, _, stop := target(t, 4<<20, 8)
+	o, err := parseFlags([]string{"-iface", "x", "-runtime", "300ms", "-size", "1m"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.waitReplies = 200 * time.Millisecond
+	time.AfterFunc(100*time.Millisecond, stop)
+	done := make(chan struct{})
+	var r result
+	go func() {
+		r, err = run(tr, o)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end after its target stopped")
+	}
+	if err != nil || r.lost == 0 || r.frames == 0 {
+		t.Fatalf("run with a target that stopped: %+v, %v; want frames done, then some lost", r, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nhdkit/nhd/ata"
@@ -57,6 +56,9 @@ func run(tr aoe.Transport, o *options) (result, error) {
 	f := newFlight(tr, o, r.target, r.depth, r.sectors, span)
 	start := time.Now()
 	f.deadline = start.Add(o.runtime)
+	// The replies still missing when the wait after the deadline ends
+	// are lost: closing tr ends the read waiting for them.
+	defer closeAfter(tr, o.runtime+o.waitReplies)()
 	err = f.fly()
 	r.elapsed = time.Since(start)
 	r.frames, r.lost = f.done, f.inflight
@@ -127,13 +129,11 @@ type flight struct {
 	inflight int
 	done     int64
 	deadline time.Time
-	wait     time.Duration
-	stopOnce sync.Once
 }
 
 func newFlight(tr aoe.Transport, o *options, target aoe.MAC, depth, sectors int, span int64) *flight {
 	f := &flight{tr: tr, write: o.write, target: target, shelf: o.shelf, slot: o.slot, sectors: sectors, span: span,
-		frames: make([][]byte, depth), gen: make([]uint16, depth), busy: make([]bool, depth), wait: o.waitReplies}
+		frames: make([][]byte, depth), gen: make([]uint16, depth), busy: make([]bool, depth)}
 	n := aoe.ATADataOffset
 	if f.write {
 		n += sectors * 512
@@ -183,18 +183,13 @@ func (f *flight) fly() error {
 			return err
 		}
 		k, err := f.reply(buf[:n])
-		if err != nil || k < 0 {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if time.Now().Before(f.deadline) {
+		switch {
+		case err != nil:
+			return err
+		case k >= 0 && time.Now().Before(f.deadline):
 			if err := f.send(k); err != nil {
 				return err
 			}
-		} else {
-			f.stopOnce.Do(func() { closeAfter(f.tr, f.wait) })
 		}
 	}
 	return nil
