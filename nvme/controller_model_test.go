@@ -2,6 +2,7 @@ package nvme
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/nhdkit/nhd/nbd"
@@ -10,12 +11,18 @@ import (
 
 // TestControllerModel drives a controller with random admin and I/O
 // commands and checks every completion and every byte read against a
-// model: a byte slice for the namespace and a flag for CC.EN.
+// model: a byte slice for the namespace and a flag for CC.EN. On an
+// asynchronous backend, reads and writes go as a transport sends them:
+// Start and Finish when Start takes them, Exec when it does not, with the
+// same outcome.
 func TestControllerModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		bs := rapid.SampledFrom([]int{512, 4096}).Draw(rt, "bs")
 		blocks := rapid.IntRange(1, 64).Draw(rt, "blocks")
-		disk := nbd.NewMemDisk(int64(blocks * bs))
+		var disk nbd.Backend = nbd.NewMemDisk(int64(blocks * bs))
+		if rapid.Bool().Draw(rt, "async") {
+			disk = newAsyncDisk(int64(blocks * bs))
+		}
 		h := bringUp(t, newFabric(disk, bs))
 		m := &ctrlModel{disk: make([]byte, blocks*bs), bs: bs, ready: true}
 		rt.Repeat(map[string]func(*rapid.T){
@@ -27,7 +34,7 @@ func TestControllerModel(t *testing.T) {
 				if rapid.Bool().Draw(t, "fua") {
 					cmd.CDW12 |= CDW12FUA
 				}
-				if m.expect(t, h.exec(h.io, cmd, data).Status, oob) {
+				if m.expect(t, h.run(cmd, data).Status, oob) {
 					copy(m.disk[int(lba)*bs:], data)
 				}
 			},
@@ -36,7 +43,7 @@ func TestControllerModel(t *testing.T) {
 				buf := make([]byte, n*bs)
 				cmd := Command{Opcode: OpRead, NSID: 1}
 				cmd.SetRange(lba, uint32(n))
-				if m.expect(t, h.exec(h.io, cmd, buf).Status, oob) && !bytes.Equal(buf, m.disk[int(lba)*bs:int(lba)*bs+n*bs]) {
+				if m.expect(t, h.run(cmd, buf).Status, oob) && !bytes.Equal(buf, m.disk[int(lba)*bs:int(lba)*bs+n*bs]) {
 					t.Fatalf("read %d+%d differs from the model", lba, n)
 				}
 			},
@@ -92,6 +99,19 @@ func TestControllerModel(t *testing.T) {
 			},
 		})
 	})
+}
+
+// run runs an I/O command as a transport does: started and finished if
+// Start takes it, else by Exec.
+func (h *harness) run(cmd Command, data []byte) Completion {
+	h.t.Helper()
+	h.cid++
+	cmd.CID = h.cid
+	if p, ok := h.io.Start(context.Background(), &cmd, data); ok {
+		return h.io.Finish(context.Background(), &cmd, p)
+	}
+	h.cid--
+	return h.exec(h.io, cmd, data)
 }
 
 type ctrlModel struct {

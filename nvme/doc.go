@@ -52,6 +52,13 @@
 // (through nbd.Trimmer). Every failure completes with its status and is
 // kept in the error log.
 //
+// A namespace whose backend keeps requests in flight (AsyncReaderAt,
+// AsyncWriterAt: an *nbd.Client) lets a transport start a Read or Write
+// with Queue.Start and complete it with Queue.Finish on another
+// goroutine, so one goroutine keeps a queue's reads and writes in flight
+// where Exec would block one per command; Start declines what Exec must
+// run or fail itself.
+//
 // # Keep Alive and asynchronous events
 //
 // A controller whose host sets a Keep Alive Timeout and then sends no
