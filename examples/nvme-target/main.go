@@ -61,7 +61,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.blockSize, "block-size", 512, "the namespace's block size: 512 or 4096")
 	fs.IntVar(&o.queues, "queues", 0, "most I/O queues per controller (0: default 64)")
 	fs.IntVar(&o.depth, "queue-depth", 0, "most entries per queue (0: default 128)")
-	fs.IntVar(&o.workers, "queue-workers", 0, "most goroutines running a queue's slow commands beside its reader (0: one per entry)")
+	fs.IntVar(&o.workers, "queue-workers", 0, "most goroutines running a queue's slow commands beside its reader (0: one, a goroutine pair per queue)")
 	fs.BoolVar(&o.readOnly, "readonly", false, "refuse writes")
 	fs.BoolVar(&o.verbose, "v", false, "log connections (debug level)")
 	if err := fs.Parse(args); err != nil {

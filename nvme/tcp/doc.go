@@ -21,9 +21,11 @@
 //	l, _ := net.Listen("tcp", "127.0.0.1:4420")
 //	go srv.Serve(l)
 //
-// Each connection is a queue with one reading goroutine, which runs quick
-// commands itself, and workers for a slow backend; see Server for the
-// memory bound and the wire behaviour. The discovery
+// Each connection is a queue served by a goroutine pair: a reader, which
+// runs quick commands itself and starts those of a backend that keeps
+// requests in flight (an *nbd.Client), and a worker, which finishes them
+// or runs a slow backend's commands; see Server for the memory bound and
+// the wire behaviour. The discovery
 // subsystem (nvme.DiscoveryNQN) is served on every listener, so `nvme
 // discover -t tcp -a 127.0.0.1 -s 4420` lists the subsystems.
 //

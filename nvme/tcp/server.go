@@ -37,10 +37,16 @@ const (
 // for concurrent use.
 //
 // Each connection is one queue, served by one goroutine that reads PDUs
-// and runs the commands while the backend is quick; once an I/O queue's
-// commands take longer, they run concurrently on workers started as
-// needed (at most one per entry, or QueueWorkers) and complete in the
-// order they finish.
+// and a worker: at most a goroutine pair per queue, unless QueueWorkers
+// says more. The reader runs the commands while the backend is quick. On
+// a backend that keeps requests in flight (nvme.AsyncReaderAt and
+// AsyncWriterAt: an *nbd.Client, for an NVMe-to-NBD bridge) it starts
+// every Read and Write, and the worker waits for them in turn and sends
+// their completions, gathering those of a burst into one writev: the
+// queue's whole depth is in flight on two goroutines. On any other
+// backend, once an I/O queue's commands take longer, the reader hands
+// them to the worker (or to QueueWorkers of them, running at once);
+// completions go out in the order commands finish.
 // Whoever completes a command while no one is writing writes every
 // completion ready (C2HData, its data and the CapsuleResp) in one writev;
 // the reader holds them back while the host's next PDU is already
@@ -70,10 +76,13 @@ type Server struct {
 	HandshakeTimeout time.Duration
 	// QueueWorkers bounds the goroutines that run an I/O queue's
 	// commands, once they are slow, beside the goroutine that reads the
-	// queue; the commands past it wait for one of them. 0 means one per
-	// queue entry, so a slow backend serves a whole queue at once; 1
-	// keeps each queue to a goroutine pair, a slow backend's commands
-	// running one at a time per queue.
+	// queue; the commands past it wait for one of them. 0 and 1 keep each
+	// queue to a goroutine pair: a backend that keeps requests in flight
+	// (nvme.AsyncReaderAt) still has the queue's whole depth in flight,
+	// any other slow backend runs one command at a time per queue (the
+	// host's queues, one per core on Linux, run at once). More lets a
+	// slow synchronous backend (a file on a disk, with no page cache in
+	// front) serve that many of a queue's commands at once.
 	QueueWorkers int
 	// Logger receives connection events at Debug level and failures at
 	// Warn; nil discards them.

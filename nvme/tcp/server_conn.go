@@ -47,6 +47,11 @@ type slot struct {
 	pieces []nbd.LentPiece
 	loan   nvme.Loan
 	arg    []byte // the data of a command handed to a worker
+	// A command started on an asynchronous backend (nvme.Queue.Start),
+	// for a worker to finish, and when it started.
+	pend    nvme.Pending
+	started bool
+	t0      time.Time
 }
 
 // data returns the slot's buffer cut to n bytes, growing it (to a power
@@ -413,8 +418,12 @@ func (c *conn) exec(i uint16, data []byte) error {
 	if c.writePage(sl, data) {
 		return c.complete(i)
 	}
+	ctx := c.s.ctx
+	if c.work != nil { // an I/O command: see noCancel
+		ctx = noCancel
+	}
 	start := time.Now()
-	cpl, held := c.q.Exec(c.s.ctx, &sl.cmd, data)
+	cpl, held := c.q.Exec(ctx, &sl.cmd, data)
 	c.timeExec(start)
 	if held {
 		sl.state = slotHeld
@@ -433,10 +442,14 @@ func (c *conn) finish(i uint16, st nvme.Status) error {
 }
 
 func (c *conn) complete(i uint16) error {
-	sl := &c.slots[i]
+	c.setSQHead(&c.slots[i])
+	return c.send(kindResp | uint32(i))
+}
+
+// setSQHead puts the SQ head pointer in the slot's completion.
+func (c *conn) setSQHead(sl *slot) {
 	sl.cpl.SQHead = uint16(c.sqhd.Load())
 	if c.q.SQFlowDisabled() {
 		sl.cpl.SQHead = 0xFFFF
 	}
-	return c.send(kindResp | uint32(i))
 }

@@ -156,30 +156,19 @@ func TestServerBackendPaths(t *testing.T) {
 	}
 }
 
-// A slow backend serves the commands of one queue concurrently.
-func TestServerQueueConcurrent(t *testing.T) {
-	const size = 4 << 20
-	disk := &copyingDisk{MemDisk: nbd.NewMemDisk(size), delay: time.Millisecond}
-	_, addr := startServer(t, disk, 512)
-	h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16})
-	exercise(t, h, disk, size)
-	if p := disk.peak.Load(); p < 2 {
-		t.Fatalf("at most %d backend calls at once on one queue", p)
-	}
-}
-
 // Server.QueueWorkers bounds the commands of one queue that a slow
-// backend runs at once: 1 keeps the queue to its reader and one worker
-// (one backend call at a time), 3 to at most three, every byte right.
+// backend, one that cannot keep requests in flight, runs at once: 0 (the
+// default) and 1 keep the queue to its reader and one worker (one backend
+// call at a time), 3 to at most three, every byte right.
 func TestServerQueueWorkers(t *testing.T) {
-	for _, workers := range []int{1, 3} {
+	for _, workers := range []int{0, 1, 3} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
 			const size = 4 << 20
 			disk := &copyingDisk{MemDisk: nbd.NewMemDisk(size), delay: time.Millisecond}
 			_, addr := startServer(t, disk, 512, func(s *Server) { s.QueueWorkers = workers })
 			h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16})
 			exercise(t, h, disk, size)
-			if p := disk.peak.Load(); p > int32(workers) || (workers > 1 && p < 2) {
+			if p := disk.peak.Load(); p > int32(max(workers, 1)) || (workers > 1 && p < 2) {
 				t.Fatalf("at most %d backend calls at once on one queue with QueueWorkers %d", p, workers)
 			}
 		})
