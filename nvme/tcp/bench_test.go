@@ -99,3 +99,17 @@ func BenchmarkLoopbackNBD(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoopbackBridge runs the jobs through an NVMe-to-NBD bridge:
+// the namespace is an nbd.Client of an nbd.Server on the memory disk, so
+// each command crosses both pairs (each queue a goroutine pair, its reads
+// and writes started on the NBD client and finished by its worker).
+func BenchmarkLoopbackBridge(b *testing.B) {
+	for _, job := range benchJobs {
+		b.Run(job.name, func(b *testing.B) {
+			_, addr := startServer(b, nbdBridge(b, nbd.NewMemDisk(benchDisk)), 512)
+			h := dialTest(b, addr, &Config{IOQueues: 1, KeepAlive: -1})
+			runJob(b, h, job)
+		})
+	}
+}

@@ -15,7 +15,7 @@ import (
 
 // nbdBridge serves disk with an in-process nbd.Server and returns an
 // nbd.Client of it: the backend of an NVMe-to-NBD target.
-func nbdBridge(t *testing.T, disk nbd.Backend, opts ...nbd.Option) *nbd.Client {
+func nbdBridge(t testing.TB, disk nbd.Backend, opts ...nbd.Option) *nbd.Client {
 	t.Helper()
 	srv := &nbd.Server{Exports: []nbd.Export{{Name: "disk", Backend: disk}}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
