@@ -48,7 +48,11 @@
 // Config.ReconnectDelay it makes a new association (same host NQN and
 // ID) and sends the I/O commands in flight again, reads and writes; only
 // once Config.LossTimeout passes do they fail, with ErrControllerLost.
-// A Host sends a Keep Alive every half of Config.KeepAlive.
+// A Host sends a Keep Alive every half of Config.KeepAlive, and follows
+// its namespace as Linux's host does: it enables the controller's
+// Namespace Attribute Notices and keeps an Asynchronous Event Request
+// with it, and when its namespace changes it takes the new size (Size)
+// and calls Config.NamespaceChanged.
 //
 // The Server ends a controller's association when its Keep Alive Timer
 // expires (every queue's connection closes) and completes Asynchronous

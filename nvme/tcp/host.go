@@ -57,6 +57,13 @@ type Config struct {
 	KeepAlive time.Duration
 	// NSID is the namespace to use; 0 means the first active one.
 	NSID uint32
+	// NamespaceChanged, if set, is called with the namespace's new size
+	// in bytes (0: the namespace is no longer active) after the
+	// controller reported that it changed (a Namespace Attribute Changed
+	// event; Size returns the new size from then on), and after a
+	// reconnection found it grown. It is called from the host's own
+	// goroutine, one call at a time, and must not block for long.
+	NamespaceChanged func(size int64)
 	// ReconnectDelay is the wait before each attempt to reconnect after
 	// a connection drops; 0 means DefaultReconnectDelay.
 	ReconnectDelay time.Duration
@@ -97,11 +104,14 @@ type Host struct {
 	ns          nvme.IdentifyNamespace
 	nsid        uint32
 	shift       uint
-	size        int64
+	size        atomic.Int64 // changes with the namespace (host_events.go)
 	maxTransfer int
 	cc          nvme.CC
 	kaStop      chan struct{}
 	kaDone      chan struct{}
+	watch       sync.WaitGroup // the namespace watch (host_events.go)
+	notices     bool           // the controller reports namespace changes
+	resizeMu    sync.Mutex     // serializes Config.NamespaceChanged
 	closeOnce   sync.Once
 
 	recMu      sync.Mutex
@@ -236,6 +246,7 @@ func Dial(ctx context.Context, addr, subnqn string, cfg *Config) (*Host, error) 
 		h.Close()
 		return nil, err
 	}
+	h.watchNamespace(admin)
 	if h.cfg.LossTimeout > 0 {
 		admin.recoverBy(h.connectionLost, false)
 		for _, q := range h.io {
@@ -254,6 +265,7 @@ func (h *Host) setup(ctx context.Context, addr string) error {
 	if h.id.ControllerID != h.cntlid {
 		return fmt.Errorf("nvme/tcp: controller id %d differs from Connect's %d", h.id.ControllerID, h.cntlid)
 	}
+	h.enableNotices(ctx, h.admin.Load(), &h.id)
 	h.maxTransfer = 1 << 20
 	if h.id.MDTS != 0 && h.id.MDTS < 8 {
 		h.maxTransfer = 4096 << h.id.MDTS
@@ -340,7 +352,7 @@ func (h *Host) findNamespace(ctx context.Context, page []byte) error {
 	}
 	for ; 1<<h.shift < bs; h.shift++ {
 	}
-	h.size = int64(h.ns.Size) << h.shift
+	h.size.Store(int64(h.ns.Size) << h.shift)
 	h.maxTransfer = min(h.maxTransfer, 65536<<h.shift)
 	return nil
 }
@@ -388,12 +400,14 @@ func (h *Host) Close() error {
 			admin.waitCSTS(ctx, nvme.CSTSShutdownMask, nvme.CSTSShutdownComplete, 5*time.Second)
 		}
 		admin.close()
+		h.watch.Wait()
 	})
 	return nil
 }
 
-// Size returns the namespace's size in bytes.
-func (h *Host) Size() int64 { return h.size }
+// Size returns the namespace's size in bytes, as the controller last
+// reported it (see Config.NamespaceChanged).
+func (h *Host) Size() int64 { return h.size.Load() }
 
 // BlockSize returns the namespace's block size.
 func (h *Host) BlockSize() int { return 1 << h.shift }
@@ -408,7 +422,11 @@ func (h *Host) Controller() nvme.IdentifyController { return h.id }
 func (h *Host) Namespace() (uint32, nvme.IdentifyNamespace) { return h.nsid, h.ns }
 
 // Admin runs an admin command; data is filled by a command that returns
-// data and sent by one that sends it (by its opcode's direction).
+// data and sent by one that sends it (by its opcode's direction). While
+// the controller reports namespace changes, the host keeps an
+// Asynchronous Event Request of its own with it (see
+// Config.NamespaceChanged): one sent through Admin gets an event only
+// when the controller gives it one, in the order it took the requests.
 func (h *Host) Admin(ctx context.Context, cmd *nvme.Command, data []byte) (nvme.Completion, error) {
 	return h.admin.Load().run(ctx, cmd, data)
 }
@@ -466,11 +484,12 @@ func (h *Host) check(n int, off int64, read bool) (int, error) {
 	if off < 0 || off&mask != 0 || int64(n)&mask != 0 {
 		return 0, fmt.Errorf("%w: %d bytes at %d, block size %d: %w", ErrUnaligned, n, off, 1<<h.shift, syscall.EINVAL)
 	}
-	if int64(n) > h.size-off {
-		if !read || off > h.size {
-			return 0, fmt.Errorf("nvme/tcp: %d bytes at %d past the namespace's %d: %w", n, off, h.size, syscall.ENOSPC)
+	size := h.size.Load()
+	if int64(n) > size-off {
+		if !read || off > size {
+			return 0, fmt.Errorf("nvme/tcp: %d bytes at %d past the namespace's %d: %w", n, off, size, syscall.ENOSPC)
 		}
-		return int(h.size - off), io.EOF
+		return int(size - off), io.EOF
 	}
 	return n, nil
 }

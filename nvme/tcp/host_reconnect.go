@@ -208,6 +208,7 @@ func (h *Host) reconnect(ctx context.Context) error {
 	h.cntlid, h.cc = cntlid, cc
 	h.recMu.Unlock()
 	h.admin.Store(admin)
+	h.watchNamespace(admin)
 	for i, q := range h.io {
 		q.resume(conns[i]) // fails only if Close came: the connection is then closed
 	}
@@ -226,6 +227,7 @@ func (h *Host) checkController(ctx context.Context, admin *hostQueue, cntlid uin
 	if id.ControllerID != cntlid {
 		return fmt.Errorf("nvme/tcp: controller id %d differs from Connect's %d", id.ControllerID, cntlid)
 	}
+	h.enableNotices(ctx, admin, &id)
 	n := len(h.io)
 	cmd := nvme.Command{Opcode: nvme.OpSetFeatures, CDW10: nvme.FeatNumberOfQueues, CDW11: nvme.NumberOfQueues(uint16(n), uint16(n))}
 	cpl, err := admin.do(ctx, &cmd, nil, nil)
@@ -243,8 +245,10 @@ func (h *Host) checkController(ctx context.Context, admin *hostQueue, cntlid uin
 	}
 	var ns nvme.IdentifyNamespace
 	ns.Parse((*[nvme.IdentifySize]byte)(page))
-	if ns.BlockSize() != 1<<h.shift || int64(ns.Size)<<h.shift < h.size {
+	size := int64(ns.Size) << h.shift
+	if ns.BlockSize() != 1<<h.shift || size < h.size.Load() {
 		return fmt.Errorf("nvme/tcp: namespace %d changed its format or shrank", h.nsid)
 	}
+	h.resized(size) // it may have grown while the host was away
 	return nil
 }
