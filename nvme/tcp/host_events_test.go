@@ -66,3 +66,35 @@ func TestHostNamespaceChanges(t *testing.T) {
 		t.Fatal("read of an inactive namespace succeeded")
 	}
 }
+
+// A namespace that grew while the host's connections were down is found
+// grown when the host reconnects: Size and NamespaceChanged say so.
+func TestHostNamespaceGrewWhileAway(t *testing.T) {
+	disk := &resizable{MemDisk: nbd.NewMemDisk(8 << 20)}
+	disk.size.Store(4 << 20)
+	s, addr := startServer(t, disk, 512)
+	p := newCutProxy(t, addr)
+	changed := make(chan int64, 4)
+	h := dialTest(t, p.addr(), &Config{IOQueues: 1, ReconnectDelay: 20 * time.Millisecond, LossTimeout: 20 * time.Second,
+		NamespaceChanged: func(size int64) { changed <- size }})
+	p.setRefuse(true)
+	p.cut()
+	disk.size.Store(8 << 20)
+	if err := s.Fabric.ResizeNamespace(testNQN, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // reconnections refused meanwhile
+	p.setRefuse(false)
+	select {
+	case size := <-changed:
+		if size != 8<<20 || h.Size() != 8<<20 {
+			t.Fatalf("grown to %d, Size %d; want 8 MiB", size, h.Size())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no NamespaceChanged after the reconnection")
+	}
+	data := bytes.Repeat([]byte{7}, 4096)
+	if _, err := h.WriteAt(data, 6<<20); err != nil {
+		t.Fatal(err)
+	}
+}
