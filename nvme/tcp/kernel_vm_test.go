@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -210,6 +211,11 @@ echo 1 > subsystems/`+nqn+`/attr_allow_any_host
 mkdir subsystems/`+nqn+`/namespaces/1
 echo -n /dev/ram0 > subsystems/`+nqn+`/namespaces/1/device_path
 echo 1 > subsystems/`+nqn+`/namespaces/1/enable
+truncate -s 8M /ns2.img
+mkdir subsystems/`+nqn+`/namespaces/2
+echo -n /ns2.img > subsystems/`+nqn+`/namespaces/2/device_path
+echo 1 > subsystems/`+nqn+`/namespaces/2/buffered_io
+echo 1 > subsystems/`+nqn+`/namespaces/2/enable
 mkdir ports/1
 echo tcp > ports/1/addr_trtype
 echo ipv4 > ports/1/addr_adrfam
@@ -225,7 +231,9 @@ echo nvmet ready
 			t.Logf("host side done after %v", time.Since(begin).Round(time.Millisecond))
 		}()
 	}
-	// The host writes "DONE" at byte 0 of block 8191 when it is through.
+	// The host writes "DONE" at byte 0 of block 8191 when it is through
+	// with namespace 1; the guest then grows namespace 2 (a file), which
+	// a host connected to it sees.
 	wait := vm.Step("wait for the host", `i=0
 while [ "$(dd if=/dev/ram0 bs=512 skip=8191 count=1 2>/dev/null | head -c 4)" != DONE ]; do
   i=$((i + 1)); [ $i -le 240 ] || exit 1; sleep 1
@@ -234,6 +242,14 @@ while [ "$(dd if=/dev/ram0 bs=512 skip=8191 count=1 2>/dev/null | head -c 4)" !=
 done
 echo "marker seen after $i s"
 dd if=/dev/ram0 bs=1M count=16 2>/dev/null | sha256sum
+truncate -s 16M /ns2.img
+echo 1 > /sys/kernel/config/nvmet/subsystems/`+nqn+`/namespaces/2/revalidate_size
+echo namespace 2 grown
+i=0
+while [ "$(dd if=/ns2.img bs=4096 skip=3328 count=1 2>/dev/null | head -c 5)" != ENDED ]; do
+  i=$((i + 1)); [ $i -le 120 ] || exit 1; sleep 1
+done
+echo "the host used namespace 2 past its old end after $i s"
 `)
 	hostDone := func() bool {
 		select {
@@ -282,6 +298,10 @@ func hostAgainstNvmet(addr, nqn string, proxy *cutProxy) (string, error) {
 	if !found {
 		return "", fmt.Errorf("discovery log %+v does not list %s", es, nqn)
 	}
+	grown, err := watchGrowth(ctx, addr, nqn)
+	if err != nil {
+		return "", err
+	}
 	pattern := make([]byte, 16<<20)
 	r := rand.New(rand.NewPCG(18, 4))
 	for i := range pattern {
@@ -325,7 +345,58 @@ func hostAgainstNvmet(addr, nqn string, proxy *cutProxy) (string, error) {
 		}
 		h.Close()
 	}
+	if err := <-grown; err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("%x", sha256.Sum256(pattern)), nil
+}
+
+// watchGrowth connects a host to namespace 2 (8 MiB) and returns what it
+// finds once the guest has grown it to 16 MiB: nil if the host was told
+// (Config.NamespaceChanged) and then wrote and read back a block past the
+// old end. Last it writes "ENDED" at 13 MiB, which the guest waits for.
+func watchGrowth(ctx context.Context, addr, nqn string) (<-chan error, error) {
+	changed := make(chan int64, 4)
+	h, err := Dial(ctx, addr, nqn, &Config{IOQueues: 1, NSID: 2, NamespaceChanged: func(size int64) { changed <- size }})
+	if err != nil {
+		return nil, fmt.Errorf("dial namespace 2: %w", err)
+	}
+	if h.Size() != 8<<20 {
+		h.Close()
+		return nil, fmt.Errorf("namespace 2 of %d bytes, want 8 MiB", h.Size())
+	}
+	out := make(chan error, 1)
+	go func() {
+		defer h.Close()
+		select {
+		case size := <-changed:
+			if size != 16<<20 || h.Size() != 16<<20 {
+				out <- fmt.Errorf("namespace 2 grown to %d, Size %d; want 16 MiB", size, h.Size())
+				return
+			}
+		case <-ctx.Done():
+			out <- errors.New("namespace 2 grew and the host was not told")
+			return
+		}
+		block := bytes.Repeat([]byte("grown"), 1024)[:4096]
+		back := make([]byte, len(block))
+		if _, err := h.WriteAt(block, 12<<20); err != nil {
+			out <- fmt.Errorf("write past namespace 2's old end: %w", err)
+			return
+		}
+		if _, err := h.ReadAt(back, 12<<20); err != nil || !bytes.Equal(back, block) {
+			out <- fmt.Errorf("read past namespace 2's old end: %v", err)
+			return
+		}
+		clear(block)
+		copy(block, "ENDED")
+		if _, err := h.WriteAt(block, 13<<20); err != nil {
+			out <- fmt.Errorf("write of the end marker: %w", err)
+			return
+		}
+		out <- h.Flush(ctx)
+	}()
+	return out, nil
 }
 
 func writeReadVerify(h *Host, pattern []byte) error {
