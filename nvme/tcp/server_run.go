@@ -106,7 +106,10 @@ func (c *conn) worker() {
 		} else {
 			data := sl.arg
 			sl.arg = nil
-			c.exec(i, data) // writes what was gathered too
+			c.exec(i, data)
+			if gathered > 0 { // a command held (never completed) writes nothing
+				c.writeGathered()
+			}
 			gathered = 0
 		}
 		c.idle.Add(1)
@@ -130,6 +133,18 @@ func (c *conn) finishStarted(i uint16, gather bool) error {
 	c.queue = append(c.queue, kindResp|uint32(i))
 	c.wmu.Unlock()
 	return nil
+}
+
+// writeGathered writes the completions a worker queued, unless someone
+// is writing (who then writes them).
+func (c *conn) writeGathered() error {
+	c.wmu.Lock()
+	if c.writing || len(c.queue) == 0 {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.writing = true
+	return c.writeQueued()
 }
 
 // stopWorkers waits for the commands handed to workers to complete.
