@@ -7,16 +7,18 @@ import (
 	"github.com/nhdkit/nhd/nvme"
 )
 
-// Namespace changes (NVMe Base 2.0, 5.2 and 5.16.1.5), as Linux's host
+// Namespace changes (NVMe Base 2.0: the Asynchronous Event Request
+// command and the Changed Namespace List log page), as Linux's host
 // follows them: when the controller advertises Namespace Attribute
 // Notices (OAES bit 8), the host enables them (Set Features Asynchronous
 // Event Configuration) before it identifies its namespace, and keeps an
-// Asynchronous Event Request with the controller. When it completes with Namespace Attribute Changed, the
-// host reads the Changed Namespace List (which clears the list and
-// unmasks the event), identifies its namespace again if the list names
-// it, takes its new size, calls Config.NamespaceChanged, and sends the
-// next request. The watch ends with its admin queue (Close, or a
-// reconnection, which starts a new one).
+// Asynchronous Event Request with the controller. When that completes
+// with Namespace Attribute Changed, the host reads the Changed Namespace
+// List (which clears the list and unmasks the event), identifies its
+// namespace again if the list names it, takes its new size, calls
+// Config.NamespaceChanged, and sends the next request. The watch ends
+// with its admin queue (Close, or a reconnection, which starts a new
+// one).
 
 // enableNotices turns the controller's Namespace Attribute Notices on,
 // if it has them, before the host identifies its namespace: a change
