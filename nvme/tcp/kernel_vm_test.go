@@ -62,8 +62,8 @@ func TestKernelHost(t *testing.T) {
 
 	disk := &countingBackend{MemDisk: nbd.NewMemDisk(128 << 20)}
 	var fabric *nvme.Fabric // the first Server's
-	serve := func(inCap int) int {
-		f := &nvme.Fabric{InCapsuleSize: inCap, Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: disk}}}}}
+	serve := func(inCap int, backend nbd.Backend) int {
+		f := &nvme.Fabric{InCapsuleSize: inCap, Subsystems: []*nvme.Subsystem{{NQN: testNQN, Namespaces: []nvme.Namespace{{Backend: backend}}}}}
 		if fabric == nil {
 			fabric = f
 		}
@@ -76,7 +76,12 @@ func TestKernelHost(t *testing.T) {
 		t.Cleanup(func() { srv.Close() })
 		return l.Addr().(*net.TCPAddr).Port
 	}
-	port, portR2T := serve(0), serve(8192)
+	// The first target is an NVMe-to-NBD bridge: its namespace is an
+	// nbd.Client of an nbd.Server on the disk, so the kernel's reads and
+	// writes are started on the client and finished by each queue's
+	// worker, its flushes and trims run through the client; the second
+	// serves the disk itself.
+	port, portR2T := serve(0, nbdBridge(t, disk)), serve(8192, disk)
 
 	vm.UserNet()
 	vm.Module("nvme-tcp")
