@@ -237,11 +237,14 @@ type NamespaceDescriptor struct {
 
 // PutNamespaceDescriptors encodes descriptors ({NIDT, NIDL, 2 reserved,
 // value}) into b, zeroing the rest; those that do not fit are left out.
+// The zeroed rest ends the list (a descriptor of length 0), unless the
+// list fills b to its end, which ends it as well (as
+// ParseNamespaceDescriptors reads it).
 func PutNamespaceDescriptors(b *[IdentifySize]byte, ds []NamespaceDescriptor) {
 	clear(b[:])
 	o := 0
 	for _, d := range ds {
-		if len(d.Value) == 0 || len(d.Value) > 255 || o+4+len(d.Value) > IdentifySize-4 {
+		if len(d.Value) == 0 || len(d.Value) > 255 || o+4+len(d.Value) > IdentifySize {
 			continue
 		}
 		b[o], b[o+1] = d.Type, byte(len(d.Value))
