@@ -3,6 +3,7 @@ package tcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -57,21 +58,26 @@ func queueGoroutines(stop <-chan struct{}) <-chan int {
 // keeps a queue's reads and writes in flight with the queue's reader
 // starting them and one worker finishing them, the goroutine pair of the
 // default QueueWorkers: the NBD server's slow disk serves several at once,
-// and every byte is right.
+// and every byte is right. With QueueWorkers 3, three workers wait for
+// the started requests at once, each gathering its own completions.
 func TestServerAsyncBackend(t *testing.T) {
-	const size = 4 << 20
-	disk := &copyingDisk{MemDisk: nbd.NewMemDisk(size), delay: time.Millisecond}
-	_, addr := startServer(t, nbdBridge(t, disk), 512)
-	h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16})
-	stop := make(chan struct{})
-	workers := queueGoroutines(stop)
-	exercise(t, h, disk, size)
-	close(stop)
-	if w := <-workers; w > 1 {
-		t.Errorf("%d workers at once on one queue, want at most 1", w)
-	}
-	if p := disk.peak.Load(); p < 2 {
-		t.Errorf("at most %d requests at once on the NBD server's disk, want several", p)
+	for _, workers := range []int{0, 3} {
+		t.Run(fmt.Sprint("QueueWorkers ", workers), func(t *testing.T) {
+			const size = 4 << 20
+			disk := &copyingDisk{MemDisk: nbd.NewMemDisk(size), delay: time.Millisecond}
+			_, addr := startServer(t, nbdBridge(t, disk), 512, func(s *Server) { s.QueueWorkers = workers })
+			h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16})
+			stop := make(chan struct{})
+			seen := queueGoroutines(stop)
+			exercise(t, h, disk, size)
+			close(stop)
+			if w := <-seen; w > max(workers, 1) {
+				t.Errorf("%d workers at once on one queue, want at most %d", w, max(workers, 1))
+			}
+			if p := disk.peak.Load(); p < 2 {
+				t.Errorf("at most %d requests at once on the NBD server's disk, want several", p)
+			}
+		})
 	}
 }
 
