@@ -67,36 +67,35 @@ func (q *Queue) Start(ctx context.Context, cmd *Command, data []byte) (p Pending
 	if ns == nil {
 		return Pending{}, false
 	}
+	read := cmd.Opcode == OpRead
+	ar, isAsync := ns.Backend.(AsyncReaderAt)
+	aw, isAsyncW := ns.Backend.(AsyncWriterAt)
+	if !read {
+		isAsync = isAsyncW && !ns.ReadOnly
+	}
+	if !isAsync {
+		return Pending{}, false
+	}
 	off, length, inside := ns.span(cmd)
 	if !inside || int64(len(data)) != length {
 		return Pending{}, false
 	}
-	s := q.ctrl.sub
-	if cmd.Opcode == OpRead {
-		ar, isAsync := ns.Backend.(AsyncReaderAt)
-		if !isAsync {
-			return Pending{}, false
-		}
-		s.stats.reads.Add(1)
-		s.stats.unitsRead.Add(uint64(length+511_999) / 512_000)
-		h, err := ar.StartReadAt(ctx, data, off)
-		return pending(ar, h, err), true
+	var w waiter
+	var h uint64
+	var err error
+	if read {
+		q.ctrl.sub.countRead(length)
+		w = ar
+		h, err = ar.StartReadAt(ctx, data, off)
+	} else {
+		q.ctrl.sub.countWrite(length)
+		w = aw
+		h, err = aw.StartWriteAt(ctx, data, off)
 	}
-	aw, isAsync := ns.Backend.(AsyncWriterAt)
-	if !isAsync || ns.ReadOnly {
-		return Pending{}, false
-	}
-	s.stats.writes.Add(1)
-	s.stats.unitsWritten.Add(uint64(length+511_999) / 512_000)
-	h, err := aw.StartWriteAt(ctx, data, off)
-	return pending(aw, h, err), true
-}
-
-func pending(w waiter, h uint64, err error) Pending {
 	if err != nil {
-		return Pending{err: err}
+		return Pending{err: err}, true
 	}
-	return Pending{w: w, h: h}
+	return Pending{w: w, h: h}, true
 }
 
 // Finish waits for p, the request Start returned for cmd, and returns the

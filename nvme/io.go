@@ -29,6 +29,19 @@ func (s *subsystem) io(ctx context.Context, cmd *Command, data []byte) Status {
 	return StatusInvalidOpcode | StatusDNR
 }
 
+// countRead and countWrite add a command of length bytes to the SMART /
+// health log's counters (data units are thousands of 512-byte units,
+// rounded up).
+func (s *subsystem) countRead(length int64) {
+	s.stats.reads.Add(1)
+	s.stats.unitsRead.Add(uint64(length+511_999) / 512_000)
+}
+
+func (s *subsystem) countWrite(length int64) {
+	s.stats.writes.Add(1)
+	s.stats.unitsWritten.Add(uint64(length+511_999) / 512_000)
+}
+
 func (s *subsystem) rw(ctx context.Context, ns *namespace, cmd *Command, data []byte) Status {
 	off, length, ok := ns.span(cmd)
 	if !ok {
@@ -38,16 +51,14 @@ func (s *subsystem) rw(ctx context.Context, ns *namespace, cmd *Command, data []
 		return StatusSGLLengthInvalid | StatusDNR
 	}
 	if cmd.Opcode == OpRead {
-		s.stats.reads.Add(1)
-		s.stats.unitsRead.Add(uint64(length+511_999) / 512_000)
+		s.countRead(length)
 		_, err := ns.Backend.ReadAt(data, off)
 		return StatusOf(err)
 	}
 	if ns.ReadOnly {
 		return StatusNamespaceProtected | StatusDNR
 	}
-	s.stats.writes.Add(1)
-	s.stats.unitsWritten.Add(uint64(length+511_999) / 512_000)
+	s.countWrite(length)
 	fua := cmd.CDW12&CDW12FUA != 0
 	var err error
 	switch {
@@ -184,8 +195,7 @@ func (q *Queue) LendRead(cmd *Command, n int, pieces []nbd.LentPiece) (_ []nbd.L
 		return pieces, Loan{}, Completion{}, false
 	}
 	s := q.ctrl.sub
-	s.stats.reads.Add(1)
-	s.stats.unitsRead.Add(uint64(length+511_999) / 512_000)
+	s.countRead(length)
 	pieces = l.Lend(off, length, pieces)
 	return pieces, Loan{l: l, off: off, n: length}, Completion{CID: cmd.CID, SQID: q.id}, true
 }
@@ -216,7 +226,6 @@ func (q *Queue) WritePage(cmd *Command, p *[nbd.PageSize]byte) (old *[nbd.PageSi
 		return nil, Completion{}, false
 	}
 	s := q.ctrl.sub
-	s.stats.writes.Add(1)
-	s.stats.unitsWritten.Add(uint64(length+511_999) / 512_000)
+	s.countWrite(length)
 	return old, Completion{CID: cmd.CID, SQID: q.id}, true
 }
