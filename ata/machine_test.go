@@ -193,10 +193,17 @@ func (mc *machine) rangeErr(c *ata.Command) *ata.Error {
 	default:
 		return nil
 	}
-	if c.Addressing == ata.AddrCHS && fail >= mc.m.geom.Sectors() {
-		fail = c.LBA
+	return &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorIDNF | ata.ErrorABRT, LBA: mc.reported(c, fail)}
+}
+
+// reported is the LBA the registers show for a failure at lba: in CHS
+// mode one the geometry cannot express leaves them as the host wrote
+// them (the command's first LBA).
+func (mc *machine) reported(c *ata.Command, lba uint64) uint64 {
+	if c.Addressing == ata.AddrCHS && lba >= mc.m.geom.Sectors() {
+		return c.LBA
 	}
-	return &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorIDNF | ata.ErrorABRT, LBA: fail}
+	return lba
 }
 
 func abrt(c *ata.Command, lba uint64) *ata.Error {
@@ -216,7 +223,7 @@ func (mc *machine) read(t *rapid.T) {
 	}
 	if want == nil {
 		if s, bad := mc.firstBad(mc.r.disk.badRead, c.LBA, c.Count); bad {
-			want = &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorUNC, LBA: s}
+			want = &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorUNC, LBA: mc.reported(&c, s)}
 		}
 	}
 	mc.expect(c.Name(), err, want)
@@ -260,7 +267,7 @@ func (mc *machine) write(t *rapid.T) {
 		end := c.LBA + uint64(c.Count)
 		if s, bad := mc.firstBad(mc.r.disk.badWrite, c.LBA, c.Count); bad {
 			end = s
-			want = &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusDF | ata.StatusERR, Err: ata.ErrorABRT, LBA: s}
+			want = &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusDF | ata.StatusERR, Err: ata.ErrorABRT, LBA: mc.reported(&c, s)}
 		}
 		copy(mc.m.data[c.LBA*512:end*512], buf)
 		if want == nil && (c.FUA() || !mc.m.writeCache) {
