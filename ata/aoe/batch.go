@@ -21,8 +21,8 @@ func newBatch(frameSize int) batch {
 	b := batch{reqs: make([]*request, batchSize), bufs: make([][]byte, batchSize),
 		lens: make([]int, batchSize), replies: make([][]byte, batchSize), out: make([][]byte, 0, batchSize)}
 	for i := range batchSize {
-		b.reqs[i] = &request{buf: make([]byte, 0, frameSize)}
-		b.replies[i] = make([]byte, frameSize)
+		b.reqs[i] = &request{buf: frameBuffer(frameSize)}
+		b.replies[i] = frameBuffer(frameSize)[:frameSize]
 	}
 	return b
 }

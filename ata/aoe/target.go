@@ -120,7 +120,7 @@ func (t *Target) init() error {
 	t.b = newBatch(t.frameSize)
 	t.free = make(chan *request, buffers)
 	for range buffers {
-		t.free <- &request{buf: make([]byte, 0, t.frameSize)}
+		t.free <- &request{buf: frameBuffer(t.frameSize)}
 	}
 	return nil
 }
@@ -183,7 +183,7 @@ func (t *Target) queueATA(d *Disk, r *request) bool {
 
 // work runs the ATA requests of d's queue on host until the queue closes.
 func (t *Target) work(d *Disk, host *ata.Host) {
-	reply := make([]byte, t.frameSize)
+	reply := frameBuffer(t.frameSize)[:t.frameSize]
 	for r := range d.queue {
 		n := t.runATA(d, host, r, reply)
 		if err := t.Transport.WriteFrame(reply[:n]); err != nil {
