@@ -305,6 +305,7 @@ func newClient(n *Negotiator, e ExportInfo) (*Client, error) {
 	c.minBlock, c.prefBlock, c.maxPayload = clientBlockLimits(e)
 	c.reqTimeout = n.cfg.requestTimeout
 	cc := newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)
+	cc.spin.window = n.cfg.replySpin
 	if n.cfg.splice {
 		cc.wb.SetSplice(zerocopy.SpliceMin)
 	}

@@ -160,6 +160,7 @@ type clientConn struct {
 
 	// owned by the leader
 	raw        *clientRawSock // raw reads of a socket (nil: TLS, a pipe)
+	spin       clientSpin     // the spin for a reply at depth one
 	ahead      []byte         // bytes read after a direct payload, not yet in br
 	headerOnly bool           // the last payload was large: read no further than a header
 	body       clientBody

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 )
 
 // The client's socket reads, on a connection with a descriptor (a TCP or
@@ -26,6 +27,9 @@ type clientRawSock struct {
 	tryv  func(fd uintptr) bool // r.readv, bound once
 	iov   [2]syscall.Iovec
 	ahead [clientHeaderRead]byte
+
+	spin time.Duration // how long Read may spin on an empty socket (client_spin.go)
+	spun int           // how its spin ended: spinNone, spinFound, spinRanOut
 }
 
 func newClientRawSock(nc net.Conn) *clientRawSock {
@@ -45,6 +49,9 @@ func newClientRawSock(nc net.Conn) *clientRawSock {
 func (r *clientRawSock) read(fd uintptr) bool {
 	for {
 		n, err := sockRawRead(fd, r.p)
+		if err == syscall.EAGAIN && r.spin > 0 {
+			n, err = r.spinRead(fd)
+		}
 		if err != syscall.EINTR {
 			return r.settle(n, err)
 		}
@@ -76,11 +83,12 @@ func (r *clientRawSock) settle(n int, err error) bool {
 	return true
 }
 
-// Read reads into p.
+// Read reads into p, first spinning for up to r.spin if the socket is
+// empty; r.spun then says how the spin ended.
 func (r *clientRawSock) Read(p []byte) (int, error) {
-	r.p, r.n, r.err = p, 0, nil
+	r.p, r.n, r.err, r.spun = p, 0, nil, spinNone
 	err := r.rc.Read(r.try)
-	r.p = nil
+	r.p, r.spin = nil, 0
 	if err != nil {
 		return 0, err // a deadline, or the connection closed
 	}

@@ -59,7 +59,11 @@ func (r clientSock) Read(p []byte) (int, error) {
 	var n int
 	var err error
 	if c.raw != nil {
+		c.raw.spin = c.spinWindow()
 		n, err = c.raw.Read(p)
+		if c.raw.spun != spinNone {
+			c.spin.done(c.raw.spun == spinFound)
+		}
 	} else {
 		n, err = c.nc.Read(p)
 	}
