@@ -23,9 +23,10 @@ type job struct {
 	IODepth     int
 	Runtime     time.Duration
 	Connections int
-	Size        int64  // 0: the whole export
-	Engine      string // goroutines (the default) or async
-	Splice      bool   // nbd.WithSplicedWrites
+	Size        int64         // 0: the whole export
+	Engine      string        // goroutines (the default) or async
+	Splice      bool          // nbd.WithSplicedWrites
+	ReplySpin   time.Duration // nbd.WithReplySpin
 }
 
 // result is what a job measured.
@@ -80,6 +81,7 @@ func (j job) run(ctx context.Context) (*result, error) {
 	}
 	inflight := max(nbd.DefaultClientMaxInFlight, (j.IODepth+j.Connections-1)/j.Connections)
 	opts := []nbd.Option{nbd.WithConnections(j.Connections), nbd.WithMaxInFlight(inflight)}
+	opts = append(opts, nbd.WithReplySpin(j.ReplySpin))
 	if j.Splice {
 		opts = append(opts, nbd.WithSplicedWrites())
 	}
@@ -201,8 +203,8 @@ func (s *stats) merge(o *stats) {
 
 func (r *result) print(w io.Writer) {
 	j := r.Job
-	fmt.Fprintf(w, "nbdbench: rw=%s bs=%d iodepth=%d engine=%s splice=%v connections=%d runtime=%v uri=%s\n",
-		j.RW, j.BS, j.IODepth, j.Engine, j.Splice, j.Connections, r.Elapsed.Round(time.Millisecond), j.URI)
+	fmt.Fprintf(w, "nbdbench: rw=%s bs=%d iodepth=%d engine=%s splice=%v replyspin=%v connections=%d runtime=%v uri=%s\n",
+		j.RW, j.BS, j.IODepth, j.Engine, j.Splice, j.ReplySpin, j.Connections, r.Elapsed.Round(time.Millisecond), j.URI)
 	for _, x := range []struct {
 		name string
 		s    *stats

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nhdkit/nhd/internal/size"
+	"github.com/nhdkit/nhd/nbd"
 )
 
 func main() {
@@ -34,6 +35,7 @@ func main() {
 	flag.IntVar(&j.Connections, "connections", 1, "connections (multi-conn)")
 	flag.StringVar(&j.Engine, "engine", "goroutines", "goroutines: one goroutine per request in flight (ReadAt/WriteAt); async: one goroutine keeps them all in flight (StartRead/StartWrite)")
 	flag.BoolVar(&j.Splice, "splice", false, "hand large WRITE payloads to the kernel without a copy (nbd.WithSplicedWrites)")
+	flag.DurationVar(&j.ReplySpin, "replyspin", nbd.DefaultClientReplySpin, "how long a request alone on the connection spins for its reply (nbd.WithReplySpin; 0: park at once)")
 	sizeFlag := flag.String("size", "0", "bytes of the export to use (0: all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
