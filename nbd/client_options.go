@@ -179,13 +179,13 @@ func WithSplicedWrites() Option {
 // the network poller (default DefaultClientReplySpin; d <= 0 never spins).
 // At depth one most of a request's time is the round trip, and a reply
 // that comes while the caller spins saves the wake-up that would bring
-// it back (BenchmarkClientReadAt4K against nbdkit;
-// examples/nbdbench/sidebyside.sh's 4 KiB QD1 job). Spinning holds a
-// processor meanwhile, and only on a connection with a socket descriptor
-// (not TLS). It adapts: after a spin that runs out (a slow server, a
-// server in this process, which the runtime cannot run while its poller
-// is not polled, a machine short of cores), the next waits park at once,
-// twice as many each time spins keep running out, up to 1024; a spin that
+// it back (BenchmarkClientReplySpin; examples/nbdbench/sidebyside.sh's
+// 4 KiB QD1 job). Spinning holds a processor meanwhile, and only on a
+// connection with a socket descriptor (not TLS). It adapts: after a spin
+// that runs out (a slow server; a server in this process, which the
+// runtime does not run while its poller is not polled; a machine short of
+// cores), the next read for a reply at depth one does not spin, then the
+// next 2, 4, ... up to 1024 while spins keep running out; a spin that
 // finds its reply starts over.
 func WithReplySpin(d time.Duration) Option {
 	return func(c *clientConfig) { c.replySpin = max(d, 0) }

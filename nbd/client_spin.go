@@ -18,28 +18,29 @@ import (
 // Spinning can also delay the very reply it waits for: a server in this
 // process is woken by the network poller, which this thread does not run
 // while it spins, and a machine with fewer free cores than busy threads
-// runs the server later. So the spin adapts: a spin that runs out makes
-// the next wait park at once, and while spins keep running out the waits
-// that park at once double, up to clientSpinMaxBackoff; a spin that finds
-// its reply starts over. Where spinning does not pay, it costs one window
-// in clientSpinMaxBackoff waits.
+// runs the server later. So the spin adapts: after a spin that runs out
+// the next read at depth one does not spin, and while spins keep running
+// out the reads that do not spin double, up to clientSpinMaxBackoff; a
+// spin that finds its reply starts over. Where spinning does not pay, it
+// costs one window in clientSpinMaxBackoff reads.
 //
 // The state is the leader's: the reader role (clientConn.rtok) passes it
 // from one leader to the next.
 type clientSpin struct {
 	window  time.Duration // 0: never spin
-	skip    int           // waits that park at once before the next spin
+	skip    int           // reads at depth one that do not spin before the next that may
 	backoff int           // what skip becomes when the next spin runs out
 }
 
-// clientSpinMaxBackoff bounds the waits that park at once between two
-// spins that run out.
+// clientSpinMaxBackoff bounds the reads that do not spin between two spins
+// that run out.
 const clientSpinMaxBackoff = 1024
 
 // DefaultClientReplySpin is the spin window of WithReplySpin's default.
 const DefaultClientReplySpin = 50 * time.Microsecond
 
-// next returns how long the next wait may spin (0: park at once).
+// next returns how long the next read at depth one may spin (0: not at
+// all).
 func (s *clientSpin) next() time.Duration {
 	if s.window <= 0 {
 		return 0
