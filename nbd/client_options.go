@@ -186,9 +186,11 @@ func WithSplicedWrites() Option {
 // runtime does not run while its poller is not polled; a machine short of
 // cores), the next read for a reply at depth one does not spin, then the
 // next 2, 4, ... up to 1024 while spins keep running out; a spin that
-// finds its reply starts over.
+// finds its reply starts over. A window above MaxClientReplySpin is
+// taken as MaxClientReplySpin. A call's context that ends while its
+// reader spins, and Close, take effect when the spin ends.
 func WithReplySpin(d time.Duration) Option {
-	return func(c *clientConfig) { c.replySpin = max(d, 0) }
+	return func(c *clientConfig) { c.replySpin = min(max(d, 0), MaxClientReplySpin) }
 }
 
 // Timeouts.

@@ -39,6 +39,11 @@ const clientSpinMaxBackoff = 1024
 // DefaultClientReplySpin is the spin window of WithReplySpin's default.
 const DefaultClientReplySpin = 50 * time.Microsecond
 
+// MaxClientReplySpin bounds WithReplySpin's window: a reply that takes
+// longer is better waited for parked, and a context that ends while the
+// reader spins is seen only when the spin ends.
+const MaxClientReplySpin = time.Millisecond
+
 // next returns how long the next read at depth one may spin (0: not at
 // all).
 func (s *clientSpin) next() time.Duration {

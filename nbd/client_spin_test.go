@@ -134,3 +134,17 @@ func (s slowBackend) ReadAt(p []byte, off int64) (int, error) {
 
 func (s slowBackend) WriteAt(p []byte, off int64) (int, error) { return s.d.WriteAt(p, off) }
 func (s slowBackend) Size() int64                              { return s.d.Size() }
+
+func TestWithReplySpinWindow(t *testing.T) {
+	for _, c := range []struct{ in, want time.Duration }{
+		{-time.Second, 0}, {0, 0}, {time.Microsecond, time.Microsecond},
+		{MaxClientReplySpin, MaxClientReplySpin}, {time.Second, MaxClientReplySpin},
+	} {
+		if got := newClientConfig([]Option{WithReplySpin(c.in)}).replySpin; got != c.want {
+			t.Errorf("WithReplySpin(%v): window %v, want %v", c.in, got, c.want)
+		}
+	}
+	if got := newClientConfig(nil).replySpin; got != DefaultClientReplySpin {
+		t.Errorf("default window %v, want %v", got, DefaultClientReplySpin)
+	}
+}
