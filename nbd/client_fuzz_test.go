@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -75,6 +77,12 @@ func clientFuzzPeer(ss net.Conn, script []byte) *sync.WaitGroup {
 	wg.Go(func() {
 		_ = ss.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		_, _ = ss.Write(script)
+		if cw, ok := ss.(interface{ CloseWrite() error }); ok {
+			// A socket: end the script but keep reading what the
+			// client sends, as a server that has no more to say.
+			_ = cw.CloseWrite()
+			return
+		}
 		ss.Close()
 	})
 	return &wg
@@ -141,43 +149,74 @@ func FuzzClientTransmission(f *testing.F) {
 	}
 	hs := clientHandshakeBytes(clientDefaultScript())
 	f.Fuzz(func(t *testing.T, script []byte) {
+		// Over a pipe, and over a unix socket, where the client reads
+		// with raw system calls and spins for its replies at depth one.
 		cs, ss := net.Pipe()
-		wg := clientFuzzPeer(ss, append(bytes.Clone(hs), script...))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c, err := NewClient(ctx, cs, WithMaxInFlight(4))
-			if err != nil {
-				t.Errorf("valid handshake failed: %v", err)
-				return
-			}
-			defer c.Close()
-			buf := bytes.Repeat([]byte{0xcc}, 512)
-			if err := c.Pread(ctx, buf, 0, 0); err != nil && !bytes.Equal(buf, make([]byte, 512)) {
-				t.Errorf("failed read (%v) left data in the buffer", err)
-			}
-			ext, err := c.BlockStatus(ctx, 0, 4096, nil)
-			if err == nil {
-				var sum int64
-				for _, e := range ext {
-					if e.Length == 0 {
-						t.Error("zero-length extent returned")
-					}
-					sum += int64(e.Length)
-				}
-				if sum == 0 || sum > 4096 {
-					t.Errorf("extents cover %d bytes of a 4096-byte request", sum)
-				}
-			}
-		}()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("client hangs")
-		}
-		cs.Close()
-		wg.Wait()
+		clientFuzzTransmission(t, cs, ss, append(bytes.Clone(hs), script...))
+		cs, ss = clientSocketPair(t)
+		clientFuzzTransmission(t, cs, ss, append(bytes.Clone(hs), script...))
 	})
+}
+
+// clientSocketPair returns the two ends of a unix stream socket pair.
+func clientSocketPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f) // a duplicate of fd
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[i] = c
+	}
+	return ends[0], ends[1]
+}
+
+// clientFuzzTransmission plays script (a handshake, then replies) from ss
+// at a client on cs that makes a read and a block status request.
+func clientFuzzTransmission(t *testing.T, cs, ss net.Conn, script []byte) {
+	wg := clientFuzzPeer(ss, script)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := NewClient(ctx, cs, WithMaxInFlight(4))
+		if err != nil {
+			t.Errorf("valid handshake failed: %v", err)
+			return
+		}
+		defer c.Close()
+		buf := bytes.Repeat([]byte{0xcc}, 512)
+		if err := c.Pread(ctx, buf, 0, 0); err != nil && !bytes.Equal(buf, make([]byte, 512)) {
+			t.Errorf("failed read (%v) left data in the buffer", err)
+		}
+		ext, err := c.BlockStatus(ctx, 0, 4096, nil)
+		if err == nil {
+			var sum int64
+			for _, e := range ext {
+				if e.Length == 0 {
+					t.Error("zero-length extent returned")
+				}
+				sum += int64(e.Length)
+			}
+			if sum == 0 || sum > 4096 {
+				t.Errorf("extents cover %d bytes of a 4096-byte request", sum)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("client hangs")
+	}
+	cs.Close()
+	wg.Wait()
+	ss.Close()
 }
