@@ -6,9 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -153,29 +151,9 @@ func FuzzClientTransmission(f *testing.F) {
 		// with raw system calls and spins for its replies at depth one.
 		cs, ss := net.Pipe()
 		clientFuzzTransmission(t, cs, ss, append(bytes.Clone(hs), script...))
-		cs, ss = clientSocketPair(t)
-		clientFuzzTransmission(t, cs, ss, append(bytes.Clone(hs), script...))
+		ucs, uss := serverTestUnixPair(t)
+		clientFuzzTransmission(t, ucs, uss, append(bytes.Clone(hs), script...))
 	})
-}
-
-// clientSocketPair returns the two ends of a unix stream socket pair.
-func clientSocketPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ends [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		c, err := net.FileConn(f) // a duplicate of fd
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ends[i] = c
-	}
-	return ends[0], ends[1]
 }
 
 // clientFuzzTransmission plays script (a handshake, then replies) from ss
