@@ -92,12 +92,7 @@ func FuzzClientHandshake(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, script []byte) {
 		cs, ss := net.Pipe()
-		wg := clientFuzzPeer(ss, script)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
+		clientFuzzPlay(t, cs, ss, script, "handshake", func(ctx context.Context) {
 			c, err := NewClient(ctx, cs, WithExportName("e"))
 			if err == nil {
 				if c.Size() < 0 || !c.Flags().Has(ExportHasFlags) {
@@ -105,14 +100,7 @@ func FuzzClientHandshake(f *testing.F) {
 				}
 				c.Close()
 			}
-		}()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("handshake hangs")
-		}
-		cs.Close()
-		wg.Wait()
+		})
 	})
 }
 
@@ -159,12 +147,7 @@ func FuzzClientTransmission(f *testing.F) {
 // clientFuzzTransmission plays script (a handshake, then replies) from ss
 // at a client on cs that makes a read and a block status request.
 func clientFuzzTransmission(t *testing.T, cs, ss net.Conn, script []byte) {
-	wg := clientFuzzPeer(ss, script)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	clientFuzzPlay(t, cs, ss, script, "client", func(ctx context.Context) {
 		c, err := NewClient(ctx, cs, WithMaxInFlight(4))
 		if err != nil {
 			t.Errorf("valid handshake failed: %v", err)
@@ -188,11 +171,25 @@ func clientFuzzTransmission(t *testing.T, cs, ss net.Conn, script []byte) {
 				t.Errorf("extents cover %d bytes of a 4096-byte request", sum)
 			}
 		}
+	})
+}
+
+// clientFuzzPlay runs client (given a context of 2 s) on cs while ss
+// plays script, fails if it does not return within 5 s (what hangs), and
+// closes both ends.
+func clientFuzzPlay(t *testing.T, cs, ss net.Conn, script []byte, what string, client func(ctx context.Context)) {
+	wg := clientFuzzPeer(ss, script)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		client(ctx)
 	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("client hangs")
+		t.Fatal(what + " hangs")
 	}
 	cs.Close()
 	wg.Wait()
