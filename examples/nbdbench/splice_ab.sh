@@ -9,10 +9,14 @@
 #   NBDBENCH=/tmp/nbdbench NBDSERVER=/tmp/nbd-server SERVER=nhd RUNS=5 examples/nbdbench/splice_ab.sh
 #
 # SERVER=nbdkit (the default) serves nbdkit's memory plugin, SERVER=nhd
-# this module's examples/nbd-server. BS, RW and QD change the job.
+# this module's examples/nbd-server. BS, RW and QD change the job; FLAG
+# (default -splice) is the nbdbench flag set in the second of each pair,
+# for example the client without its spin for replies at depth one:
+#
+#   FLAG=-replyspin=0 RW=randread BS=4k QD=1 NBDBENCH=/tmp/nbdbench RUNS=6 examples/nbdbench/splice_ab.sh
 set -u
 NBDBENCH=${NBDBENCH:-nbdbench}
-RT=${RT:-3}; RUNS=${RUNS:-5}; BS=${BS:-64k}; RW=${RW:-write}; QD=${QD:-8}
+RT=${RT:-3}; RUNS=${RUNS:-5}; BS=${BS:-64k}; RW=${RW:-write}; QD=${QD:-8}; FLAG=${FLAG:--splice}
 dir=$(mktemp -d)
 S=$dir/nbd.sock
 U="nbd+unix:///?socket=$S"
@@ -27,9 +31,9 @@ fio --name=fill --ioengine=nbd --uri="$U" --rw=write --bs=1m --iodepth=4 --size=
 nb() { "$NBDBENCH" "$@" -uri "$U" -rw "$RW" -bs "$BS" -iodepth "$QD" -runtime "${RT}s" -size 1g | grep -o 'IOPS=[0-9]*' | cut -d= -f2; }
 for _ in $(seq "$RUNS"); do
   echo "goroutines $(nb)"
-  echo "goroutines-splice $(nb -splice)"
+  echo "goroutines$FLAG $(nb "$FLAG")"
   echo "async $(nb -engine async)"
-  echo "async-splice $(nb -engine async -splice)"
+  echo "async$FLAG $(nb -engine async "$FLAG")"
   echo "fio $(fio --name=ab --ioengine=nbd --uri="$U" --rw="$RW" --bs="$BS" --iodepth="$QD" --runtime="$RT" \
     --time_based --size=1G 2>&1 | grep -o 'IOPS=[0-9.]*k\?' | head -1 | cut -d= -f2 | sed 's/\(.*\)k$/\1*1000/' | bc | cut -d. -f1)"
 done | awk '{v[$1]=v[$1]" "$2; n[$1]++; x[$1, n[$1]]=$2}
@@ -38,7 +42,7 @@ done | awk '{v[$1]=v[$1]" "$2; n[$1]++; x[$1, n[$1]]=$2}
       m = n[k]; for (i = 1; i <= m; i++) s[i] = x[k, i]
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
       med[k] = (m % 2) ? s[(m + 1) / 2] : (s[m / 2] + s[m / 2 + 1]) / 2
-      printf "%-18s median %7.0f IOPS  runs:%s\n", k, med[k], v[k]
+      printf "%-24s median %7.0f IOPS  runs:%s\n", k, med[k], v[k]
     }
-    if (med["fio"] > 0) for (k in med) if (k != "fio") printf "%-18s %.2fx fio+libnbd\n", k, med[k] / med["fio"]
+    if (med["fio"] > 0) for (k in med) if (k != "fio") printf "%-24s %.2fx fio+libnbd\n", k, med[k] / med["fio"]
   }'
