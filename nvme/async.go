@@ -68,12 +68,9 @@ func (q *Queue) Start(ctx context.Context, cmd *Command, data []byte) (p Pending
 		return Pending{}, false
 	}
 	read := cmd.Opcode == OpRead
-	ar, isAsync := ns.Backend.(AsyncReaderAt)
-	aw, isAsyncW := ns.Backend.(AsyncWriterAt)
-	if !read {
-		isAsync = isAsyncW && !ns.ReadOnly
-	}
-	if !isAsync {
+	ar, canRead := ns.Backend.(AsyncReaderAt)
+	aw, canWrite := ns.Backend.(AsyncWriterAt)
+	if read && !canRead || !read && (!canWrite || ns.ReadOnly) {
 		return Pending{}, false
 	}
 	off, length, inside := ns.span(cmd)
