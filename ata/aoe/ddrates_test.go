@@ -90,8 +90,11 @@ func (r *ddRates) record(target string, dir ddDir) func(*testing.T, string) {
 	}
 }
 
-// table formats each target's median rates and sample counts, and the
-// ratio of every later target's medians to the first target's.
+// table formats each target's median rates and sample counts, the ratio
+// of every later target's medians to the first target's, and the median
+// of their ratios round by round (the i-th samples of two targets were
+// taken one after the other, so the guest's drift over a run, which
+// spreads a target's samples, cancels out of each round's ratio).
 func (r *ddRates) table(what string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -111,8 +114,21 @@ func (r *ddRates) table(what string) string {
 		s := r.samples[k]
 		fmt.Fprintf(&b, "%-12s %8.2f %8.2f  (%s / %s)\n", "ratio", ratio(s[ddWrite], base[ddWrite]),
 			ratio(s[ddRead], base[ddRead]), k, r.order[0])
+		fmt.Fprintf(&b, "%-12s %8.2f %8.2f  (median of %s / %s in each round)\n", "per round",
+			roundRatio(s[ddWrite], base[ddWrite]), roundRatio(s[ddRead], base[ddRead]), k, r.order[0])
 	}
 	return b.String()
+}
+
+// roundRatio returns the median of a[i] / b[i] over the rounds both have.
+func roundRatio(a, b []float64) float64 {
+	var q []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			q = append(q, a[i]/b[i])
+		}
+	}
+	return median(q)
 }
 
 func ratio(a, b []float64) float64 {
@@ -190,6 +206,7 @@ target          write     read  samples write / read
 vblade           50.0     25.0  40.0 60.0 50.0 / 30.0 20.0 25.0
 nhd              60.0     30.0  50.0 70.0 60.0 / 30.0 15.0 45.0
 ratio            1.20     1.20  (nhd / vblade)
+per round        1.20     1.00  (median of nhd / vblade in each round)
 `
 	if diff := cmp.Diff(want, r.table("dd")); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
