@@ -11,7 +11,11 @@
 //
 // Pacer paces the spin; Gate parks one waiter until a counter reaches a
 // value; Event is a counter one goroutine posts and another awaits, built
-// from the two. The spin durations the packages default to (fifo.DefaultSpin,
+// from the two. Publish stores a counter without the full fence of
+// sync/atomic's Store where the platform allows (linux/amd64, with
+// membarrier(2)), for a waiter that parks on a gate of NewPublishGate; the
+// fence the publisher skips, that waiter makes up for when it parks long
+// (publish.go). The spin durations the packages default to (fifo.DefaultSpin,
 // dma.DefaultSpin, the pipeline ring's yield round) are defined here too, so
 // the trade-off is written in one place.
 //

@@ -86,6 +86,9 @@ func (p *Pacer) Reset() { p.i, p.deadline = 0, time.Time{} }
 type Gate struct {
 	want atomic.Uint64 // the count the parked waiter needs; 0: none parked
 	ch   chan struct{}
+	// fence, on a gate of NewPublishGate, ends the first part of a park
+	// after FenceAfter (publish.go); nil on other gates.
+	fence *time.Timer
 }
 
 // NewGate returns a Gate with no waiter.
@@ -108,6 +111,14 @@ func (g *Gate) Park(want uint64, ready func() bool, done <-chan struct{}) bool {
 		g.want.Store(0)
 		return true
 	}
+	if g.fence != nil {
+		return g.parkFenced(ready, done)
+	}
+	return g.block(done)
+}
+
+// block waits for a token or for done.
+func (g *Gate) block(done <-chan struct{}) bool {
 	select {
 	case <-g.ch:
 		return true
@@ -115,6 +126,33 @@ func (g *Gate) Park(want uint64, ready func() bool, done <-chan struct{}) bool {
 		g.want.Store(0)
 		return false
 	}
+}
+
+// parkFenced is the rest of Park on a gate of NewPublishGate, whose
+// counter is published with a plain store: a Wake can miss the
+// announcement while the re-check misses the store (publish.go). If no
+// token comes within FenceAfter, it makes every thread of the process
+// pass a memory barrier, after which the store, if there was one, is seen
+// (or the publisher sees the announcement and its Wake sends a token), and
+// re-checks before it waits for good.
+func (g *Gate) parkFenced(ready func() bool, done <-chan struct{}) bool {
+	g.fence.Reset(FenceAfter)
+	select {
+	case <-g.ch:
+		g.fence.Stop()
+		return true
+	case <-done:
+		g.fence.Stop()
+		g.want.Store(0)
+		return false
+	case <-g.fence.C:
+	}
+	heavyBarrier()
+	if ready() {
+		g.want.Store(0)
+		return true
+	}
+	return g.block(done)
 }
 
 // Wake tells the gate the counter is now have: it wakes the parked waiter if
