@@ -23,5 +23,12 @@
 //
 // A waiting side first spins, re-reading the other side's index, then
 // yields, then parks on a channel; the other side wakes it only when it is
-// parked, so the steady state costs two atomic stores per handshake.
+// parked, so the steady state costs two stores per handshake. On
+// linux/amd64 those are release stores (plain MOVs) rather than
+// sync/atomic's XCHG, which would wait for the handshake's cache lines to
+// cross between cores; a side parked for longer than 200 microseconds then
+// makes one membarrier(2) system call before it parks for good, the fence
+// the other side skipped (internal/spin's Publish). Elsewhere, or where
+// membarrier is refused, or under the race detector, the stores are
+// sync/atomic's.
 package fifo

@@ -232,8 +232,8 @@ func New(c Config) (*FIFO, error) {
 		spin:   c.Spin,
 		low:    int64(c.Low),
 		high:   int64(c.High),
-		room:   spin.NewGate(),
-		data:   spin.NewGate(),
+		room:   spin.NewPublishGate(),
+		data:   spin.NewPublishGate(),
 	}
 	return f, nil
 }
@@ -456,7 +456,7 @@ func (f *FIFO) Commit(n int) error {
 	if f.p.idx == f.blocks {
 		f.p.idx = 0
 	}
-	f.tail.Store(f.p.tail)
+	spin.Publish(&f.tail, f.p.tail)
 	f.data.Wake(f.p.tail)
 	if fire {
 		f.p.highs.Add(1)
@@ -596,7 +596,7 @@ func (f *FIFO) Release(n int) error {
 	if f.c.idx == f.blocks {
 		f.c.idx = 0
 	}
-	f.head.Store(f.c.head)
+	spin.Publish(&f.head, f.c.head)
 	f.room.Wake(f.c.head)
 	if fire {
 		f.c.lows.Add(1)

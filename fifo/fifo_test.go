@@ -3,6 +3,7 @@ package fifo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -348,5 +349,60 @@ func TestNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per run, want 0", allocs)
+	}
+}
+
+// TestPingPongParked hands blocks through a one-block ring whose sides park
+// right after their few re-checks (Config.Spin < 0), so that hand-offs
+// often end in a park and a wake-up, the park often just as the other side
+// publishes: a lost wake-up stops both, which the context's deadline
+// reports. On linux/amd64 without -race this runs
+// the release stores and the fence after a long park (internal/spin's
+// Publish); with -race, sync/atomic's stores.
+func TestPingPongParked(t *testing.T) {
+	rounds := 50000
+	if testing.Short() {
+		rounds = 5000
+	}
+	f, err := New(Config{Blocks: 1, BlockSize: 8, Spin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		for i := range rounds {
+			b, err := f.Reserve(ctx)
+			if err != nil {
+				errc <- fmt.Errorf("reserve %d: %w", i, err)
+				return
+			}
+			b[0] = byte(i)
+			if err := f.Commit(1); err != nil {
+				errc <- err
+				return
+			}
+		}
+		f.Close()
+		errc <- nil
+	}()
+	for i := range rounds {
+		b, err := f.Peek(ctx)
+		if err != nil {
+			t.Fatalf("peek %d: %v (%+v)", i, err, f.Stats())
+		}
+		if b[0] != byte(i) {
+			t.Fatalf("block %d holds %d", i, b[0])
+		}
+		if err := f.Release(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("producer: %v (%+v)", err, f.Stats())
+	}
+	if _, err := f.Peek(ctx); err != io.EOF {
+		t.Fatalf("after the last block: %v, want io.EOF", err)
 	}
 }
