@@ -49,9 +49,10 @@ func (p *pinger) await(v uint64, spins int) {
 
 // Two goroutines hand a count back and forth through published counters
 // and publish gates, each re-checking a random number of times before it
-// parks, so that one side often announces itself just as the other
-// publishes: a wake-up lost between a Publish and the announcement stops
-// both, which the watchdog reports.
+// parks: the hand-off must live through many parks and wake-ups, or the
+// watchdog reports where it stopped. (A wake-up lost to a missing fence
+// shows in TestPublishGateLitmus; here each side is parked long before the
+// other publishes.)
 func TestPublishPingPong(t *testing.T) {
 	rounds := uint64(20000)
 	if v := os.Getenv("PP_ROUNDS"); v != "" {
