@@ -56,12 +56,9 @@ func nicDevice(nic, id string) (device string, modules []string, err error) {
 	return "", nil, fmt.Errorf("-aoe.nic %q: want e1000 or virtio", nic)
 }
 
-// aoeGuest gives vm the aoe driver on eth0 (an e1000 adapter unless the
-// modules of another are given), dd and the filesystem tools.
+// aoeGuest gives vm the aoe driver on eth0, whose adapter's modules
+// (nicDevice) it loads first, dd and the filesystem tools.
 func aoeGuest(vm *vmtest.VM, nicModules ...string) {
-	if len(nicModules) == 0 {
-		nicModules = []string{"e1000"}
-	}
 	for _, m := range nicModules {
 		vm.Module(m)
 	}
@@ -167,9 +164,13 @@ func TestKernelInitiator(t *testing.T) {
 		}
 	}()
 
-	aoeGuest(vm)
+	dev, mods, err := nicDevice("e1000", "aoe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aoeGuest(vm, mods...)
 	vm.QEMU("-netdev", fmt.Sprintf("dgram,id=aoe0,local.type=unix,local.path=%s,remote.type=unix,remote.path=%s", qpath, tpath),
-		"-device", "e1000,netdev=aoe0,mac="+guestMAC)
+		"-device", dev)
 	var r ddRates
 	addTargetSteps(vm, "nhd-file", "/dev/etherd/e0.1", &r)
 	addTargetSteps(vm, "nhd-nbd", "/dev/etherd/e0.2", &r)
@@ -269,7 +270,11 @@ func TestKernelInitiatorVsVblade(t *testing.T) {
 	var r ddRates
 	addCompareSteps(vm, &r, *vbladePairs, [2]string{"vblade", "/dev/etherd/e0.3"}, [2]string{"aoe-target", "/dev/etherd/e0.4"})
 	vm.Run()
-	t.Log(r.table(fmt.Sprintf("guest dd, %d MiB, O_DIRECT, 1 MiB blocks, %d runs each, alternating, %s adapter, buffer count %d", compareMiB, *vbladePairs, *guestNIC, max(*targetBufcnt, aoe.DefaultBufferCount))))
+	bufcnt := *targetBufcnt
+	if bufcnt == 0 {
+		bufcnt = aoe.DefaultBufferCount
+	}
+	t.Log(r.table(fmt.Sprintf("guest dd, %d MiB, O_DIRECT, 1 MiB blocks, %d runs each, alternating, %s adapter, buffer count %d", compareMiB, *vbladePairs, *guestNIC, bufcnt)))
 	for n, p := range files {
 		f, err := os.Open(p)
 		if err != nil {
