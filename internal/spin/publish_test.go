@@ -2,8 +2,6 @@ package spin
 
 import (
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,8 +19,7 @@ func TestPublishStores(t *testing.T) {
 }
 
 // pinger is one side of TestPublishPingPong: it advances its counter with
-// Publish and parks on the other side's gate at once, as a FIFO side does
-// after its spin.
+// Publish, and the other side waits on its gate.
 type pinger struct {
 	n    atomic.Uint64
 	gate Gate // parks the other side until n reaches what it needs
@@ -33,8 +30,7 @@ func (p *pinger) post(v uint64) {
 	p.gate.Wake(v)
 }
 
-// await waits for n to reach v: spins re-checks before it parks, so
-// that a side often parks just as the other publishes.
+// await waits for n to reach v: spins re-checks, then parks until it does.
 func (p *pinger) await(v uint64, spins int) {
 	ready := func() bool { return p.n.Load() >= v }
 	for i := 0; i < spins; i++ {
@@ -55,9 +51,6 @@ func (p *pinger) await(v uint64, spins int) {
 // other publishes.)
 func TestPublishPingPong(t *testing.T) {
 	rounds := uint64(20000)
-	if v := os.Getenv("PP_ROUNDS"); v != "" {
-		rounds, _ = strconv.ParseUint(v, 10, 64)
-	}
 	if testing.Short() {
 		rounds = 2000
 	}
