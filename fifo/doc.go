@@ -30,5 +30,9 @@
 // makes one membarrier(2) system call before it parks for good, the fence
 // the other side skipped (internal/spin's Publish). Elsewhere, or where
 // membarrier is refused, or under the race detector, the stores are
-// sync/atomic's.
+// sync/atomic's. The producer also takes the first cache line of the slot
+// it will fill 16 KiB later for writing (PREFETCHW on amd64, where the
+// processor has it), so that its first store into a slot the consumer read
+// a lap ago does not wait for that line to come over, holding up the
+// stores behind it.
 package fifo

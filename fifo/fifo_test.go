@@ -38,6 +38,7 @@ func TestStress(t *testing.T) {
 		spin          time.Duration
 	}{
 		{"sectors", 64, 512, 20000, 16, false, false, 0},
+		{"long ring (prefetching ahead)", 256, 512, 50000, 16, true, false, 0},
 		{"tiny ring", 1, 512, 5000, 1, false, false, 0},
 		{"odd sizes", 7, 13, 30000, 5, true, false, 0},
 		{"close with error", 16, 64, 10000, 8, true, true, 0},
@@ -404,5 +405,29 @@ func TestPingPongParked(t *testing.T) {
 	}
 	if _, err := f.Peek(ctx); err != io.EOF {
 		t.Fatalf("after the last block: %v, want io.EOF", err)
+	}
+}
+
+// The producer takes a slot's first line prefetchAhead bytes ahead, in
+// whole blocks and at least one, only in a ring longer than twice that;
+// and it streams correctly whatever the distance (TestStress runs rings on
+// both sides of the rule).
+func TestPrefetchAhead(t *testing.T) {
+	for _, tc := range []struct{ blocks, bs, want int }{
+		{1024, 512, prefetchAhead / 512},
+		{2 * prefetchAhead / 512, 512, 0}, // exactly twice: too short
+		{2*prefetchAhead/512 + 1, 512, prefetchAhead / 512},
+		{16, 64 << 10, 1},
+		{2, 64 << 10, 0},
+		{1, 512, 0},
+		{1 << 20, 8, prefetchAhead / 8},
+	} {
+		f, err := New(Config{Blocks: tc.blocks, BlockSize: tc.bs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.p.ahead != tc.want {
+			t.Errorf("Blocks %d, BlockSize %d: ahead %d, want %d", tc.blocks, tc.bs, f.p.ahead, tc.want)
+		}
 	}
 }

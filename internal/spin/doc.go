@@ -15,7 +15,9 @@
 // sync/atomic's Store where the platform allows (linux/amd64, with
 // membarrier(2)), for a waiter that parks on a gate of NewPublishGate; the
 // fence the publisher skips, that waiter makes up for when it parks long
-// (publish.go). The spin durations the packages default to (fifo.DefaultSpin,
+// (publish.go). PrefetchWrite takes a cache line for writing ahead of the
+// write (PREFETCHW on amd64, where the processor has it), for a ring's
+// producer about to reuse a slot its consumer read (prefetch.go). The spin durations the packages default to (fifo.DefaultSpin,
 // dma.DefaultSpin, the pipeline ring's yield round) are defined here too, so
 // the trade-off is written in one place.
 //

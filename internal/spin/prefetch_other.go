@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package spin
+
+const hasPrefetchW = false
+
+func prefetchw(p *byte) {}
