@@ -17,9 +17,10 @@
 // fence the publisher skips, that waiter makes up for when it parks long
 // (publish.go). PrefetchWrite takes a cache line for writing ahead of the
 // write (PREFETCHW on amd64, where the processor has it), for a ring's
-// producer about to reuse a slot its consumer read (prefetch.go). The spin durations the packages default to (fifo.DefaultSpin,
-// dma.DefaultSpin, the pipeline ring's yield round) are defined here too, so
-// the trade-off is written in one place.
+// producer about to reuse a slot its consumer read (prefetch.go). The spin
+// durations the packages default to (fifo.DefaultSpin, dma.DefaultSpin, the
+// pipeline ring's yield round) are defined here too, so the trade-off is
+// written in one place.
 //
 // The cost of each choice is measured by BenchmarkHandoff in package fifo,
 // BenchmarkTransfer and BenchmarkSpin in package dma, and the pipeline
