@@ -1,7 +1,9 @@
 package spin
 
 // hasPrefetchW: CPUID extended leaf 0x80000001, ECX bit 8 (PRFCHW, also
-// called 3DNowPrefetch) says the processor has PREFETCHW.
+// called 3DNowPrefetch) says the processor has PREFETCHW. golang.org/x/sys/cpu,
+// which package checksum asks for AVX2, does not report this bit, hence the
+// CPUID here.
 var hasPrefetchW = func() bool {
 	maxExt, _, _, _ := cpuid(0x80000000, 0)
 	if maxExt < 0x80000001 {
