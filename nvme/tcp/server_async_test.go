@@ -135,3 +135,45 @@ func TestServerAsyncBackendSlots(t *testing.T) {
 		})
 	}
 }
+
+// slowZeroDisk is a MemDisk whose reads at offset 0 take a while.
+type slowZeroDisk struct {
+	*nbd.MemDisk
+	Lend, GiveBack, TakePage struct{}
+}
+
+func (d *slowZeroDisk) ReadAt(p []byte, off int64) (int, error) {
+	if off == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return d.MemDisk.ReadAt(p, off)
+}
+
+// With several workers on a queue, a completion held back to leave with
+// those of the commands queued behind it is written even when other
+// workers take those commands and finish them first: every read of a
+// burst whose slowest command is anywhere in it completes.
+func TestServerAsyncBackendGather(t *testing.T) {
+	const size = 1 << 20
+	disk := &slowZeroDisk{MemDisk: nbd.NewMemDisk(size)}
+	_, addr := startServer(t, nbdBridge(t, disk), 512, func(s *Server) { s.QueueWorkers = 3 })
+	h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16})
+	for round := range 100 {
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				buf := make([]byte, 4096)
+				if _, err := h.ReadAt(buf, int64(g*8192)); err != nil {
+					t.Errorf("round %d, read at %d: %v", round, g*8192, err)
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a read's completion was never sent", round)
+		}
+	}
+}

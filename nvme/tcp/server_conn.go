@@ -85,6 +85,7 @@ type conn struct {
 	work    chan uint16 // commands for the workers; nil on the admin queue
 	workers int         // started (reader only)
 	idle    atomic.Int32
+	waiting atomic.Int32 // handed to the workers and not yet taken
 	wg      sync.WaitGroup
 	execNs  atomic.Int64  // moving average of a command's Exec
 	sqhd    atomic.Uint32 // the SQ head after the last command taken

@@ -77,6 +77,7 @@ func (c *conn) handOff(i uint16) error {
 		c.wg.Add(1)
 		go c.worker()
 	}
+	c.waiting.Add(1)
 	c.work <- i // never blocks: one place per slot
 	return nil
 }
@@ -92,15 +93,19 @@ func (c *conn) worker() {
 	defer c.wg.Done()
 	gathered := 0 // completions queued and not yet written
 	for i := range c.work {
+		c.waiting.Add(-1)
 		c.idle.Add(-1)
 		sl := &c.slots[i]
 		if sl.started {
 			// While more started commands wait behind this one, its
 			// completion joins theirs in one writev (at most maxHeld).
-			gather := len(c.work) > 0 && gathered < maxHeld
-			c.finishStarted(i, gather)
+			// It is queued before the count of commands waiting is
+			// read, so that the worker taking the last of them, this
+			// one or another, finds it queued and writes it.
+			c.finishStarted(i)
 			gathered++
-			if !gather {
+			if c.waiting.Load() == 0 || gathered >= maxHeld {
+				c.writeGathered()
 				gathered = 0
 			}
 		} else {
@@ -117,22 +122,16 @@ func (c *conn) worker() {
 }
 
 // finishStarted waits for the backend's request of slot i, which the
-// reader started, and sends the completion; with gather, it only queues
-// it, for whoever writes next (this worker, at the latest, when it
-// finishes the next command without gather).
-func (c *conn) finishStarted(i uint16, gather bool) error {
+// reader started, and queues its completion for whoever writes next.
+func (c *conn) finishStarted(i uint16) {
 	sl := &c.slots[i]
 	sl.cpl = c.q.Finish(noCancel, &sl.cmd, sl.pend)
 	sl.pend, sl.started = nvme.Pending{}, false
 	average(&c.execNs, sl.t0)
-	if !gather {
-		return c.complete(i)
-	}
 	c.setSQHead(sl)
 	c.wmu.Lock()
 	c.queue = append(c.queue, kindResp|uint32(i))
 	c.wmu.Unlock()
-	return nil
 }
 
 // writeGathered writes the completions a worker queued, unless someone
