@@ -59,12 +59,23 @@ func queueGoroutines(stop <-chan struct{}) <-chan int {
 // starting them and one worker finishing them, the goroutine pair of the
 // default QueueWorkers: the NBD server's slow disk serves several at once,
 // and every byte is right. With QueueWorkers 3, three workers wait for
-// the started requests at once, each gathering its own completions.
+// the started requests at once, each gathering its own completions; with
+// jitter, the disk's calls take random times, so the requests finish in
+// any order, and whichever worker waits longest still writes what it
+// held back.
 func TestServerAsyncBackend(t *testing.T) {
-	for _, workers := range []int{0, 3} {
-		t.Run(fmt.Sprint("QueueWorkers ", workers), func(t *testing.T) {
+	for _, tc := range []struct {
+		workers int
+		jitter  bool
+	}{{0, false}, {3, false}, {3, true}} {
+		workers := tc.workers
+		name := fmt.Sprint("QueueWorkers ", workers)
+		if tc.jitter {
+			name += " jitter"
+		}
+		t.Run(name, func(t *testing.T) {
 			const size = 4 << 20
-			disk := &copyingDisk{MemDisk: nbd.NewMemDisk(size), delay: time.Millisecond}
+			disk := &copyingDisk{MemDisk: nbd.NewMemDisk(size), delay: time.Millisecond, jitter: tc.jitter}
 			_, addr := startServer(t, nbdBridge(t, disk), 512, func(s *Server) { s.QueueWorkers = workers })
 			h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16})
 			stop := make(chan struct{})

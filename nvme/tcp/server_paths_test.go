@@ -35,12 +35,14 @@ func (d *countingDisk) TakePage(p *[nbd.PageSize]byte, off int64) (*[nbd.PageSiz
 
 // copyingDisk hides a MemDisk's Lend, GiveBack and TakePage (the fields
 // shadow the promoted methods): the target copies through ReadAt and
-// WriteAt. With a delay, every ReadAt and WriteAt sleeps, and the most
+// WriteAt. With a delay, every ReadAt and WriteAt sleeps (with jitter,
+// a random part of it, so that calls finish out of order), and the most
 // calls in progress at once are recorded.
 type copyingDisk struct {
 	*nbd.MemDisk
 	Lend, GiveBack, TakePage struct{}
 	delay                    time.Duration
+	jitter                   bool
 	cur, peak                atomic.Int32
 }
 
@@ -48,7 +50,11 @@ func (d *copyingDisk) enter() func() {
 	n := d.cur.Add(1)
 	for p := d.peak.Load(); n > p && !d.peak.CompareAndSwap(p, n); p = d.peak.Load() {
 	}
-	time.Sleep(d.delay)
+	if d.jitter {
+		time.Sleep(rand.N(d.delay))
+	} else {
+		time.Sleep(d.delay)
+	}
 	return func() { d.cur.Add(-1) }
 }
 
