@@ -26,27 +26,41 @@ func serverRSS() (rss int64, ok bool) {
 	return pages * int64(os.Getpagesize()), true
 }
 
-// serverCheckRSS fails t if the process's resident memory is above limit
-// even after the Go heap has returned what it can to the system: what a
-// session left behind, not garbage not yet collected.
-func serverCheckRSS(t testing.TB, limit int64) {
+// serverSettledRSS returns the process's resident memory once the Go
+// heap has returned what it can to the system (0 where there is no
+// /proc): the base a test measures its growth from. A test process's
+// resident memory is what every test before has left (under -race, the
+// detector's shadow of every heap page ever touched, which is never
+// returned), so only its growth says what a test did.
+func serverSettledRSS() int64 {
+	debug.FreeOSMemory()
+	rss, _ := serverRSS()
+	return rss
+}
+
+// serverCheckRSS fails t if the process's resident memory grew by more
+// than limit above base (serverSettledRSS at the test's start) even after
+// the Go heap has returned what it can to the system: what the sessions
+// left behind, not garbage not yet collected.
+func serverCheckRSS(t testing.TB, base, limit int64) {
 	t.Helper()
 	if raceEnabled {
 		limit *= serverRaceRSSFactor
 	}
 	rss, ok := serverRSS()
-	if !ok || rss <= limit {
+	if !ok || rss-base <= limit {
 		return
 	}
 	debug.FreeOSMemory()
-	if rss, _ = serverRSS(); rss > limit {
-		t.Fatalf("resident memory %d MiB, above the %d MiB limit", rss>>20, limit>>20)
+	if rss, _ = serverRSS(); rss-base > limit {
+		t.Fatalf("resident memory %d MiB, %d MiB above the %d MiB at the start, more than the %d MiB allowed", rss>>20, (rss-base)>>20, base>>20, limit>>20)
 	}
 }
 
-// serverFuzzRSSLimit bounds the resident memory of a process running
-// FuzzServerSession: the fuzzing engine's own, plus the sessions' servers
-// (at most 4 x 64 KiB of payload buffers and 2 MiB of disks each).
+// serverFuzzRSSLimit bounds how much the resident memory of a process
+// running FuzzServerSession grows from its start: the fuzzing engine's
+// corpus and coverage, plus the sessions' servers (at most 4 x 64 KiB of
+// payload buffers and 2 MiB of disks each).
 const serverFuzzRSSLimit = 256 << 20
 
 // serverRaceRSSFactor scales RSS limits under the race detector.

@@ -53,6 +53,7 @@ type soakState struct {
 var soakKinds = [...]string{"silent", "drip-handshake", "drip-payload", "garbage", "hang-up-mid-payload"}
 
 func TestServerSoakHostileAndHonest(t *testing.T) {
+	base := serverSettledRSS()
 	d := &serverVolatileDisk{cache: NewMemDisk(soakHostileOff + soakHostileLen), durable: NewMemDisk(soakHostileOff + soakHostileLen)}
 	s := &Server{Exports: []Export{{Backend: d}}, HandshakeTimeout: 500 * time.Millisecond, MaxPayload: 1 << 20}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,7 +106,7 @@ func TestServerSoakHostileAndHonest(t *testing.T) {
 		t.Errorf("Serve = %v, want ErrServerClosed", err)
 	}
 	st.verify(d, writers)
-	serverCheckRSS(t, 256<<20)
+	serverCheckRSS(t, base, 256<<20)
 }
 
 // honestLoop writes random runs of blocks in w's region, each with data
