@@ -554,7 +554,11 @@ func (mc *machine) interrupted(t *rapid.T) {
 	mc.touch(op)
 	if s, bad := mc.firstBad(mc.r.disk.badRead, uint64(lba), 1); !write && bad {
 		_ = s
-		if st := d.Status(); st != ata.StatusDRDY|ata.StatusERR || d.Error() != ata.ErrorUNC {
+		// Read the status register, as a host does on an error: that
+		// acknowledges the interrupt, which nIEN (set by a polling host)
+		// may be holding back, so that it does not fire when the next
+		// command's host clears nIEN.
+		if st := ata.Status(d.ReadReg(ata.RegStatus)); st != ata.StatusDRDY|ata.StatusERR || d.Error() != ata.ErrorUNC {
 			t.Fatalf("read of bad sector: status %v error %v", st, d.Error())
 		}
 		return
