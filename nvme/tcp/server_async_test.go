@@ -147,17 +147,15 @@ func TestServerAsyncBackendSlots(t *testing.T) {
 	}
 }
 
-// slowZeroDisk is a MemDisk whose reads at offset 0 take a while.
-type slowZeroDisk struct {
-	*nbd.MemDisk
-	Lend, GiveBack, TakePage struct{}
-}
+// slowZeroDisk is a copyingDisk (read through ReadAt) whose reads at
+// offset 0 take a while.
+type slowZeroDisk struct{ copyingDisk }
 
 func (d *slowZeroDisk) ReadAt(p []byte, off int64) (int, error) {
 	if off == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	return d.MemDisk.ReadAt(p, off)
+	return d.copyingDisk.ReadAt(p, off)
 }
 
 // With several workers on a queue, a completion held back to leave with
@@ -166,7 +164,7 @@ func (d *slowZeroDisk) ReadAt(p []byte, off int64) (int, error) {
 // burst whose slowest command is anywhere in it completes.
 func TestServerAsyncBackendGather(t *testing.T) {
 	const size = 1 << 20
-	disk := &slowZeroDisk{MemDisk: nbd.NewMemDisk(size)}
+	disk := &slowZeroDisk{copyingDisk{MemDisk: nbd.NewMemDisk(size)}}
 	_, addr := startServer(t, nbdBridge(t, disk), 512, func(s *Server) { s.QueueWorkers = 3 })
 	h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16})
 	for round := range 100 {
