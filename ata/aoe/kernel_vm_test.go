@@ -8,9 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -237,11 +235,7 @@ func TestKernelInitiatorVsVblade(t *testing.T) {
 		testenv.Run(t, 10*time.Second, a[0], a[1:]...)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "aoe-target")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "../../examples/aoe-target").CombinedOutput(); err != nil {
-		t.Fatalf("go build examples/aoe-target: %v\n%s", err, out)
-	}
+	bin := testenv.Build(t, "../../examples/aoe-target")
 	files := map[string]string{}
 	for _, n := range []string{"vblade", "nhd"} {
 		files[n] = filepath.Join(dir, n+".img")

@@ -7,9 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,23 +79,6 @@ func settledRSS(t *testing.T, pid int) int64 {
 		}
 	}
 	return rss
-}
-
-// buildServer builds this command, without the race detector whatever
-// the test's build, into a temporary directory.
-func buildServer(t *testing.T) string {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = testenv.Need(t, "go", "golang-go")
-	}
-	bin := filepath.Join(t.TempDir(), "nbd-server")
-	cmd := exec.Command(goTool, "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // rawSession dials sock and negotiates the default export with
@@ -191,7 +172,7 @@ func TestRSSUnderHostileClients(t *testing.T) {
 		testenv.Unavailable(t, "no /proc: %v", err)
 	}
 	const headers, writers, depth, length = 200, 8, 4, 32 << 20
-	bin := buildServer(t)
+	bin := testenv.Build(t, ".")
 	disk := filepath.Join(t.TempDir(), "disk")
 	if err := os.WriteFile(disk, nil, 0o600); err != nil {
 		t.Fatal(err)
