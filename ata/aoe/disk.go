@@ -55,8 +55,8 @@ func NewDisk(shelf uint16, slot uint8, info ata.DeviceInfo, backend ata.Backend,
 		if err != nil {
 			return nil, err
 		}
-		h := ata.NewHost(dev, info.Sectors, ata.BusMasterFunc(eng.Prepare))
-		if _, err := h.Identify(); err != nil {
+		h, _, err := ata.Attach(dev, ata.BusMasterFunc(eng.Prepare))
+		if err != nil {
 			return nil, fmt.Errorf("aoe: identify e%d.%d: %w", shelf, slot, err)
 		}
 		d.Hosts = append(d.Hosts, h)
