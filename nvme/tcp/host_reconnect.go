@@ -143,7 +143,8 @@ func (h *Host) recover(cause error) {
 }
 
 // recoverOnce suspends every queue and reconnects until it works, Close
-// stops it (nil) or the loss timeout passes (the error to fail with).
+// stops it (nil) or the loss timeout passes (the error to fail with, which
+// names the loss, cause, and the last reconnection's error).
 func (h *Host) recoverOnce(cause error) error {
 	h.admin.Load().close()
 	for _, q := range h.io {
@@ -167,9 +168,8 @@ func (h *Host) recoverOnce(cause error) error {
 		if err == nil {
 			return nil
 		}
-		cause = err
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("%w: no reconnection within %v: %w", ErrControllerLost, h.cfg.LossTimeout, cause)
+			return fmt.Errorf("%w: %w; no reconnection within %v, the last try: %w", ErrControllerLost, cause, h.cfg.LossTimeout, err)
 		}
 	}
 }

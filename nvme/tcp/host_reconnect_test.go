@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -254,6 +255,9 @@ func TestHostLossTimeout(t *testing.T) {
 	_, err := h.ReadAt(buf, 0)
 	if !errors.Is(err, ErrControllerLost) {
 		t.Fatalf("read after the loss timeout: %v", err)
+	}
+	if !strings.Contains(err.Error(), "no reconnection within 600ms") {
+		t.Fatalf("the loss's error does not name the timeout: %v", err)
 	}
 	if d := time.Since(start); d < 500*time.Millisecond {
 		t.Fatalf("failed after %v, before the loss timeout", d)
