@@ -69,7 +69,6 @@ func checksumGeneric(b []byte, init uint64) uint16 {
 	if r&8 != 0 {
 		a0, c = bits.Add64(a0, binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:]), 0)
 		cnt, _ = bits.Add64(cnt, 0, c)
-		i += 8
 	}
 	// Under 8 bytes left, at an offset that is a multiple of 8: each byte
 	// goes into t at its little-endian position, so the parity of its offset

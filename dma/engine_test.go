@@ -792,11 +792,11 @@ func (d *asyncDev) Wait(_ context.Context, h Handle) error {
 	if d.failed {
 		return errors.New("asyncDev: a request before this one failed")
 	}
-	var m int
 	var err error
 	if r.write {
-		m, err = d.memDev.WriteAt(r.p, r.off)
+		_, err = d.memDev.WriteAt(r.p, r.off)
 	} else {
+		var m int
 		m, err = d.memDev.ReadAt(r.p, r.off)
 		if m == len(r.p) {
 			err = nil

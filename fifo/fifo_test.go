@@ -343,7 +343,7 @@ func TestNoAllocs(t *testing.T) {
 		f.Commit(len(b) / 512)
 		p, _ := f.PeekN(ctx, 3)
 		f.Release(len(p) / 512)
-		b, _ = f.TryReserve()
+		f.TryReserve()
 		f.Commit(1)
 		f.TryPeek()
 		f.Release(1)
