@@ -111,14 +111,14 @@ func (c *Client) claim(h uint64) (Call, bool) {
 
 // claim takes the request in slot s for one Wait if it is of generation
 // gen.
-func (cc *clientConn) claim(s *clientSlot, gen uint32) (Call, bool) {
+func (c *clientConn) claim(s *clientSlot, gen uint32) (Call, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.inflight || s.abandoned || s.gen != gen {
 		return Call{}, false
 	}
 	s.gen++ // spent: the next Wait of h finds another generation
-	call := Call{cc: cc, s: s, gen: gen}
+	call := Call{cc: c, s: s, gen: gen}
 	if s.cmd == CmdRead {
 		call.read = s.buf
 	}

@@ -223,9 +223,9 @@ func WithRequestTimeout(d time.Duration) Option {
 }
 
 // handshakeContext bounds ctx by the handshake timeout.
-func (c *clientConfig) handshakeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.handshakeTimeout <= 0 {
+func (cfg *clientConfig) handshakeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if cfg.handshakeTimeout <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, c.handshakeTimeout)
+	return context.WithTimeout(ctx, cfg.handshakeTimeout)
 }

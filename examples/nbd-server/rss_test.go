@@ -58,7 +58,7 @@ func rssDetail(pid int) string {
 	}
 	var parts []string
 	for l := range strings.Lines(string(b)) {
-		if strings.HasPrefix(l, "Rss") {
+		if strings.HasPrefix(l, "Rss") || strings.HasPrefix(l, "Threads") {
 			parts = append(parts, strings.Join(strings.Fields(l), " "))
 		}
 	}
@@ -250,7 +250,7 @@ func TestRSSUnderHostileClients(t *testing.T) {
 	for {
 		rss := vmRSS(t, pid)
 		if rss <= idle+idle/10 {
-			t.Logf("RSS back to %d KiB", rss>>10)
+			t.Logf("RSS back to %d KiB (%s)", rss>>10, rssDetail(pid))
 			break
 		}
 		if time.Now().After(deadline) {
