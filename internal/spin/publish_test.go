@@ -2,10 +2,13 @@ package spin
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nhdkit/nhd/internal/testenv"
 )
 
 func TestPublishStores(t *testing.T) {
@@ -89,8 +92,12 @@ func TestPublishPingPong(t *testing.T) {
 // the re-check after its announcement, by the Wake's token, or (the rounds
 // where both missed the other, which x86 allows and which happen here) by
 // the fence after FenceAfter. A round that never returns is a lost
-// wake-up, which the watchdog reports.
+// wake-up, which the watchdog reports. Both sides spin without yielding,
+// so the test needs two processors running at once.
 func TestPublishGateLitmus(t *testing.T) {
+	if p := runtime.GOMAXPROCS(0); p < 2 {
+		testenv.Unavailable(t, "the litmus test needs two processors running at once; GOMAXPROCS is %d", p)
+	}
 	rounds := 300000
 	if testing.Short() || !Asymmetric() {
 		// Without the release store (another platform, -race) the
@@ -98,11 +105,16 @@ func TestPublishGateLitmus(t *testing.T) {
 		rounds = 30000
 	}
 	var n, start, finished atomic.Uint64
+	var over atomic.Bool // the test has ended: the publisher stops
+	defer over.Store(true)
 	g := NewPublishGate()
 	ready := func() bool { return n.Load() >= 1 }
 	go func() {
 		for i := uint64(1); i <= uint64(rounds); i++ {
 			for start.Load() != i {
+				if over.Load() {
+					return
+				}
 				g.want.Load() // a copy of the gate's line here, as after a Wake
 			}
 			Publish(&n, 1)
