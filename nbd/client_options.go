@@ -175,20 +175,23 @@ func WithSplicedWrites() Option {
 }
 
 // WithReplySpin sets how long a call alone on its connection (one request
-// in flight) spins on the empty socket for its reply before it parks on
+// in flight) may spin on the empty socket for its reply before it parks on
 // the network poller (default DefaultClientReplySpin; d <= 0 never spins).
 // At depth one most of a request's time is the round trip, and a reply
-// that comes while the caller spins saves the wake-up that would bring
-// it back (BenchmarkClientReplySpin; examples/nbdbench/sidebyside.sh's
-// 4 KiB QD1 job). Spinning holds a processor meanwhile, and only on a
-// connection with a socket descriptor (not TLS). It adapts: after a spin
-// that runs out (a slow server; a server in this process, which the
-// runtime does not run while its poller is not polled; a machine short of
-// cores), the next read for a reply at depth one does not spin, then the
-// next 2, 4, ... up to 1024 while spins keep running out; a spin that
-// finds its reply starts over. A window above MaxClientReplySpin is
-// taken as MaxClientReplySpin. A call's context that ends while its
-// reader spins, and Close, take effect when the spin ends.
+// that comes while the caller spins saves the wake-up that would bring it
+// back; but on some machines the spin's reads delay the reply more than
+// the wake-up costs, and a server in this process cannot answer until the
+// poller runs. So the connection times its waits for replies both ways
+// and spins only while spinning has been the faster way, trying the other
+// way for 64 waits in every 1024 to follow the machine
+// (BenchmarkClientReplySpin; examples/nbdbench/sidebyside.sh's 4 KiB QD1
+// job). After a spin that
+// runs out (a slow server), the next read for a reply at depth one parks
+// at once, then the next 2, 4, ... up to 1024 while spins keep running
+// out. Spinning holds a processor meanwhile, and happens only on a
+// connection with a socket descriptor (not TLS). A window above
+// MaxClientReplySpin is taken as MaxClientReplySpin. A call's context that
+// ends while its reader spins, and Close, take effect when the spin ends.
 func WithReplySpin(d time.Duration) Option {
 	return func(c *clientConfig) { c.replySpin = min(max(d, 0), MaxClientReplySpin) }
 }

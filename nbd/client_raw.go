@@ -28,8 +28,11 @@ type clientRawSock struct {
 	iov   [2]syscall.Iovec
 	ahead [clientHeaderRead]byte
 
-	spin time.Duration // how long Read may spin on an empty socket (client_spin.go)
-	spun int           // how its spin ended: spinNone, spinFound, spinRanOut
+	spin   time.Duration // how long Read may spin on an empty socket (client_spin.go)
+	spun   int           // how its spin ended: spinNone, spinFound, spinRanOut
+	timed  bool          // Read times its wait for the socket (a reply at depth one)
+	empty  time.Time     // when a timed Read first found the socket empty
+	waited time.Duration // how long the last timed Read waited for its bytes
 }
 
 func newClientRawSock(nc net.Conn) *clientRawSock {
@@ -49,6 +52,9 @@ func newClientRawSock(nc net.Conn) *clientRawSock {
 func (r *clientRawSock) read(fd uintptr) bool {
 	for {
 		n, err := sockRawRead(fd, r.p)
+		if err == syscall.EAGAIN && (r.timed || r.spin > 0) && r.empty.IsZero() {
+			r.empty = time.Now()
+		}
 		if err == syscall.EAGAIN && r.spin > 0 {
 			n, err = r.spinRead(fd)
 		}
@@ -84,11 +90,18 @@ func (r *clientRawSock) settle(n int, err error) bool {
 }
 
 // Read reads into p, first spinning for up to r.spin if the socket is
-// empty; r.spun then says how the spin ended.
+// empty; r.spun then says how the spin ended and, if r.timed, r.waited how
+// long the socket stayed empty (0 if it was not, or the read failed).
 func (r *clientRawSock) Read(p []byte) (int, error) {
-	r.p, r.n, r.err, r.spun = p, 0, nil, spinNone
+	r.p, r.n, r.err, r.spun, r.waited = p, 0, nil, spinNone, 0
 	err := r.rc.Read(r.try)
-	r.p, r.spin = nil, 0
+	if !r.empty.IsZero() {
+		if err == nil && r.err == nil && r.timed {
+			r.waited = time.Since(r.empty)
+		}
+		r.empty = time.Time{}
+	}
+	r.p, r.spin, r.timed = nil, 0, false
 	if err != nil {
 		return 0, err // a deadline, or the connection closed
 	}

@@ -59,10 +59,11 @@ func (r clientSock) Read(p []byte) (int, error) {
 	var n int
 	var err error
 	if c.raw != nil {
-		c.raw.spin = c.spinWindow()
+		timed, window := c.replyWait()
+		c.raw.timed, c.raw.spin = timed, window
 		n, err = c.raw.Read(p)
-		if c.raw.spun != spinNone {
-			c.spin.done(c.raw.spun == spinFound)
+		if timed {
+			c.spin.done(c.raw.spun, c.raw.waited)
 		}
 	} else {
 		n, err = c.nc.Read(p)

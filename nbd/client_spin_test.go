@@ -11,7 +11,10 @@ import (
 // TestClientSpinBackoff: a spin that runs out makes the next waits park at
 // once, 1, 2, 4, ... of them while spins keep running out, never more
 // than clientSpinMaxBackoff; a spin that finds its reply makes the next
-// wait spin again.
+// wait spin again. (No wait is timed here, so both ways' averages stay
+// unmeasured and spinning stays the preferred way; the test makes fewer
+// than clientSpinPeriod-clientSpinBlock choices, so none of them tries
+// parking.)
 func TestClientSpinBackoff(t *testing.T) {
 	s := clientSpin{window: 10 * time.Microsecond}
 	parks := func() int { // waits that park at once before the next spin
@@ -29,17 +32,17 @@ func TestClientSpinBackoff(t *testing.T) {
 	}
 	want := 1
 	for range 14 {
-		s.done(false)
+		s.done(spinRanOut, 0)
 		if n := parks(); n != want {
 			t.Fatalf("after a spin ran out, %d waits parked at once, want %d", n, want)
 		}
 		want = min(2*want, clientSpinMaxBackoff)
 	}
-	s.done(true)
+	s.done(spinFound, 0)
 	if n := parks(); n != 0 {
 		t.Fatalf("after a spin found its reply, %d waits parked at once", n)
 	}
-	s.done(false)
+	s.done(spinRanOut, 0)
 	if n := parks(); n != 1 {
 		t.Fatalf("after a success and then a spin that ran out, %d waits parked at once, want 1", n)
 	}
@@ -51,39 +54,151 @@ func TestClientSpinBackoff(t *testing.T) {
 	}
 }
 
-// TestClientSpinModel drives clientSpin with any sequence of waits and
-// outcomes against a model that counts the waits since the last spin.
+// TestClientSpinModel drives clientSpin with any sequence of spin outcomes
+// and waits against a model: the backoff counts the waits since the last
+// spin; each way's mean is that of its waits (each capped at clientSpinCap
+// times the higher mean once both ways have clientSpinSettled, halved in
+// weight when the two ways reach clientSpinHorizon); a wait not held back by the
+// backoff takes a way with too few waits (spinning first), else the way of
+// the lower mean, but for the last clientSpinBlock of every
+// clientSpinPeriod, which take the other; only waits after clientSpinWarm
+// of the same way in a row count.
 func TestClientSpinModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := clientSpin{window: time.Microsecond}
-		failures := 0 // spins run out in a row
-		since := 0    // waits parked at once since the last spin
-		pending := false
-		for i := range rapid.IntRange(1, 300).Draw(t, "waits") {
-			if pending {
-				found := rapid.Bool().Draw(t, "found")
-				s.done(found)
-				pending = false
-				if found {
-					failures = 0
-				} else {
-					failures++
-				}
-				since = 0
+		failures := 0            // spins run out in a row
+		since := 0               // waits parked at once since the last spin
+		turn := 0                // choices not held back, in the current period
+		same := 0                // waits in a row of the way of the last
+		last := false            // the way of the last wait: spun
+		var sum [2]time.Duration // of each way's waits: parked, spun
+		var n [2]int
+		mean := func(w int) time.Duration {
+			if n[w] == 0 {
+				return 0
 			}
-			d := s.next()
+			return sum[w] / time.Duration(n[w])
+		}
+		for i := range rapid.IntRange(1, 3000).Draw(t, "waits") {
 			want := 0 // waits to park at once after the last spin
 			if failures > 0 {
 				want = min(1<<min(failures-1, 20), clientSpinMaxBackoff)
 			}
-			if spins := d > 0; spins != (since >= want) {
-				t.Fatalf("wait %d: spins %v after %d parked at once and %d spins run out in a row", i, spins, since, failures)
+			wantSpin := false
+			if since >= want {
+				switch {
+				case n[1] < clientSpinSettled:
+					wantSpin = true
+				case n[0] < clientSpinSettled:
+					wantSpin = false
+				default:
+					wantSpin = mean(1) <= mean(0)
+				}
+				if turn++; turn > clientSpinPeriod-clientSpinBlock {
+					wantSpin = !wantSpin
+					if turn == clientSpinPeriod {
+						turn = 0
+					}
+				}
 			}
-			if d > 0 {
-				pending = true
+			if wantSpin == last {
+				same++
+			} else {
+				same = 0
+			}
+			last = wantSpin
+			d := s.next()
+			if spins := d > 0; spins != wantSpin {
+				t.Fatalf("wait %d: spins %v, want %v (%d parked at once after %d spins run out in a row; %v parked waits of mean %v, %v spun of mean %v)",
+					i, spins, wantSpin, since, failures, n[0], mean(0), n[1], mean(1))
+			}
+			spun, waited := spinNone, time.Duration(0)
+			if wantSpin {
+				since = 0
+				if rapid.Bool().Draw(t, "found") {
+					spun, failures = spinFound, 0
+				} else {
+					spun = spinRanOut
+					failures++
+				}
 			} else {
 				since++
 			}
+			if rapid.IntRange(0, 3).Draw(t, "timed") > 0 {
+				waited = time.Duration(rapid.Int64Range(1, int64(time.Millisecond)).Draw(t, "waited"))
+			}
+			if waited > 0 && same >= clientSpinWarm {
+				w := 0
+				if wantSpin {
+					w = 1
+				}
+				x := waited
+				if n[0] >= clientSpinSettled && n[1] >= clientSpinSettled {
+					x = min(x, clientSpinCap*max(mean(0), mean(1)))
+				}
+				sum[w] += x
+				n[w]++
+				if n[0]+n[1] >= clientSpinHorizon {
+					for w := range 2 {
+						if n[w] > 1 {
+							m := (n[w] + 1) / 2
+							sum[w] = sum[w] * time.Duration(m) / time.Duration(n[w])
+							n[w] = m
+						}
+					}
+				}
+			}
+			s.done(spun, waited)
+		}
+	})
+}
+
+// TestClientSpinFollowsTheFasterWay: whichever way of waiting for a reply
+// is faster on a machine (spinning or parking), all but the blocks that
+// try the other way take it once both ways are measured, and when the
+// machine changes (the faster way becomes the slower) the choice follows.
+func TestClientSpinFollowsTheFasterWay(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		spinCost := time.Duration(rapid.Int64Range(int64(time.Microsecond), int64(time.Millisecond)).Draw(t, "spin"))
+		parkCost := time.Duration(rapid.Int64Range(int64(time.Microsecond), int64(time.Millisecond)).Draw(t, "park"))
+		if spinCost*10 > parkCost*9 && parkCost*10 > spinCost*9 {
+			t.Skip("the two ways within 10% of each other")
+		}
+		s := clientSpin{window: MaxClientReplySpin}
+		// run makes n waits and counts those that took the slower way,
+		// in the first half and in the second.
+		run := func(n int, spinCost, parkCost time.Duration) (first, second int) {
+			for i := range n {
+				spun := s.next() > 0
+				cost := parkCost
+				if spun {
+					cost = spinCost
+					s.done(spinFound, cost)
+				} else {
+					s.done(spinNone, cost)
+				}
+				if spun != (spinCost < parkCost) {
+					if i < n/2 {
+						first++
+					} else {
+						second++
+					}
+				}
+			}
+			return first, second
+		}
+		const n = 8 * clientSpinPeriod
+		tries := (n/2/clientSpinPeriod + 1) * clientSpinBlock
+		first, second := run(n, spinCost, parkCost)
+		if settle := clientSpinWarm + clientSpinSettled; first > tries+settle || second > tries {
+			t.Fatalf("spin %v, park %v: %d and %d waits of two halves of %d took the slower way, want at most %d and %d",
+				spinCost, parkCost, first, second, n/2, tries+settle, tries)
+		}
+		// The machine changes: the other way is now the faster by as much.
+		first, second = run(n, parkCost, spinCost)
+		if first >= n/2 || second > tries {
+			t.Fatalf("after the change (spin %v, park %v): %d and %d waits of two halves of %d took the slower way, want fewer than %d and at most %d",
+				parkCost, spinCost, first, second, n/2, n/2, tries)
 		}
 	})
 }
