@@ -57,7 +57,8 @@
 // caller's buffer; there is no goroutine per request and no reader
 // goroutine either: the waiting callers take turns reading replies for
 // everyone (leader and followers), so at queue depth one a caller reads its
-// own reply, spinning briefly on the socket before it parks (WithReplySpin).
+// own reply, spinning briefly on the socket before it parks while spinning
+// has measured faster than parking on this connection (WithReplySpin).
 // ReadAt and WriteAt allocate nothing in steady state.
 //
 // Safety: the client treats the server as untrusted. Every length is
