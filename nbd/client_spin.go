@@ -98,7 +98,8 @@ const (
 	clientSpinPeriod = 1024
 	clientSpinBlock  = 64
 	// clientSpinWarm is how many waits of a way in a row come before its
-	// waits count: the time a server takes to settle into the new rate.
+	// waits count, so that a way is judged as it runs when kept, not in
+	// the change from the other.
 	clientSpinWarm = 16
 	// clientSpinSettled is how many counted waits a way needs before its
 	// mean is compared (until then the way is taken, spinning first).
