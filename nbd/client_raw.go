@@ -28,7 +28,7 @@ type clientRawSock struct {
 	iov   [2]syscall.Iovec
 	ahead [clientHeaderRead]byte
 
-	spin   time.Duration // how long Read may spin on an empty socket (client_spin.go)
+	spin   time.Duration // how long a timed Read may spin on an empty socket (client_spin.go)
 	spun   int           // how its spin ended: spinNone, spinFound, spinRanOut
 	timed  bool          // Read times its wait for the socket (a reply at depth one)
 	empty  time.Time     // when a timed Read first found the socket empty
@@ -52,7 +52,7 @@ func newClientRawSock(nc net.Conn) *clientRawSock {
 func (r *clientRawSock) read(fd uintptr) bool {
 	for {
 		n, err := sockRawRead(fd, r.p)
-		if err == syscall.EAGAIN && (r.timed || r.spin > 0) && r.empty.IsZero() {
+		if err == syscall.EAGAIN && r.timed && r.empty.IsZero() {
 			r.empty = time.Now()
 		}
 		if err == syscall.EAGAIN && r.spin > 0 {

@@ -22,24 +22,26 @@ import (
 // server in another process by more than the wake-up it saves (on a
 // virtual machine against nbdkit: BenchmarkClientReplySpin). Which way
 // is faster depends on the machine, on where its host placed the two
-// threads, and on the server; so the leader measures both. Each wait for a
-// reply at depth one is timed from the first read that finds the socket
-// empty to the reply, and counted in the mean of its way (spun or parked);
-// waits take the way of the lower mean, and the last clientSpinBlock waits
-// of every clientSpinPeriod take the other, so that both means follow the
-// machine. Whether a way pays shows only when it is kept for a while
-// (taken wait by wait, spun waits can be the shorter while the connection
-// runs no faster than parked), so the ways alternate in blocks, not wait
-// by wait, and only waits after the first clientSpinWarm of a block count. The waits are heavy-tailed and
-// often bimodal (a server thread found awake or asleep), so a mean needs
+// threads, and on the server; so the leader measures both.
+//
+// Each wait for a reply at depth one is timed from the first read that
+// finds the socket empty to the reply, and counted in the mean of its way
+// (spun or parked). Waits take the way of the lower mean, and the last
+// clientSpinBlock waits of every clientSpinPeriod take the other, so that
+// both means follow the machine. Whether a way pays shows only when it is
+// kept for a while (taken wait by wait, spun waits can be the shorter
+// while the connection runs no faster than parked), so the ways alternate
+// in blocks, and only waits after the first clientSpinWarm of a block
+// count. The waits are heavy-tailed and often bimodal, so a mean needs
 // many of them: each way keeps the sum and count of its waits, both halved
 // whenever the two ways together reach clientSpinHorizon waits, and a wait
-// above clientSpinCap times the higher mean counts as that. A spin that
-// runs out also makes the next read at depth one park at once, and while
-// spins keep running out the reads that park at once double, up to
-// clientSpinMaxBackoff; a spin that finds its reply starts over. Where
-// spinning does not pay, it costs about clientSpinBlock waits in
-// clientSpinPeriod.
+// above clientSpinCap times the higher mean counts as that.
+//
+// A spin that runs out also makes the next read at depth one park at
+// once, and while spins keep running out the reads that park at once
+// double, up to clientSpinMaxBackoff; a spin that finds its reply starts
+// over. Where spinning does not pay, it costs about clientSpinBlock waits
+// in clientSpinPeriod.
 //
 // The state is the leader's: the reader role (clientConn.rtok) passes it
 // from one leader to the next.
@@ -48,11 +50,17 @@ type clientSpin struct {
 	skip    int           // reads at depth one that park at once before the next that may spin
 	backoff int           // what skip becomes when the next spin runs out
 
-	ways     [2]clientSpinWay // the waits for replies at depth one: parked, spun
+	ways     [2]clientSpinWay // the waits for replies at depth one, by wayParked and waySpun
 	turn     int              // waits not held back by the backoff, in the current period
 	same     int              // waits in a row that took the way of the last
 	spinning bool             // the way of the wait in progress
 }
+
+// The indices of clientSpin.ways.
+const (
+	wayParked = 0
+	waySpun   = 1
+)
 
 // clientSpinWay is the decaying mean of one way's waits.
 type clientSpinWay struct {
@@ -155,7 +163,7 @@ func (s *clientSpin) next() time.Duration {
 // preferSpin reports whether spinning is the way of the lower mean; a way
 // with fewer than clientSpinSettled waits is preferred, spinning first.
 func (s *clientSpin) preferSpin() bool {
-	parked, spun := &s.ways[0], &s.ways[1]
+	parked, spun := &s.ways[wayParked], &s.ways[waySpun]
 	switch {
 	case spun.n < clientSpinSettled:
 		return true
@@ -179,18 +187,19 @@ func (s *clientSpin) done(spun int, waited time.Duration) {
 	if waited <= 0 || s.same < clientSpinWarm {
 		return
 	}
-	way := 0
+	park, spin := &s.ways[wayParked], &s.ways[waySpun]
+	way := park
 	if s.spinning {
-		way = 1
+		way = spin
 	}
 	var limit time.Duration
-	if s.ways[0].n >= clientSpinSettled && s.ways[1].n >= clientSpinSettled {
-		limit = clientSpinCap * max(s.ways[0].mean(), s.ways[1].mean())
+	if park.n >= clientSpinSettled && spin.n >= clientSpinSettled {
+		limit = clientSpinCap * max(park.mean(), spin.mean())
 	}
-	s.ways[way].add(waited, limit)
-	if s.ways[0].n+s.ways[1].n >= clientSpinHorizon {
-		s.ways[0].halve()
-		s.ways[1].halve()
+	way.add(waited, limit)
+	if park.n+spin.n >= clientSpinHorizon {
+		park.halve()
+		spin.halve()
 	}
 }
 

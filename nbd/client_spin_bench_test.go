@@ -53,8 +53,8 @@ func BenchmarkClientReplySpin(b *testing.B) {
 				// The connection's means of its waits each way, which
 				// choose the way (client_spin.go).
 				sp := &c.conns[0].spin
-				b.ReportMetric(float64(sp.ways[1].mean())/1e3, "spun-µs")
-				b.ReportMetric(float64(sp.ways[0].mean())/1e3, "parked-µs")
+				b.ReportMetric(float64(sp.ways[waySpun].mean())/1e3, "spun-µs")
+				b.ReportMetric(float64(sp.ways[wayParked].mean())/1e3, "parked-µs")
 			})
 		}
 	}
