@@ -17,9 +17,13 @@ import (
 // (conn.loop). nbd's server reads its sockets the same way
 // (nbd/server_request.go, serverSockReader).
 //
-// A read that follows a direct read (conn.readPayload) is cut to
-// fillAfterDirect bytes, so that the data behind the next header is not
-// pulled into the pduReader's buffer (and copied out again) with it.
+// A direct read (conn.readPayload) also reads what follows the payload,
+// up to fillAfterDirect bytes (its digest, the next command's header),
+// into ahead in the same readv(2), as the host does (host_read.go), so
+// that at depth a command with data costs one system call; and the first
+// read after it is cut to fillAfterDirect bytes, so that the data behind
+// the next header is not pulled into the pduReader's buffer (and copied
+// out again) with it.
 type sockReader struct {
 	c     *conn
 	nc    net.Conn
@@ -27,7 +31,10 @@ type sockReader struct {
 	try   func(fd uintptr) bool // read, bound once
 	limit int
 
-	p       []byte
+	ahead []byte // read by a direct read beyond its payload, not yet Read
+	abuf  [fillAfterDirect]byte
+
+	p, q    []byte // the raw call's destinations: q after p, by readv
 	n       int
 	err     error
 	blocked bool
@@ -54,6 +61,11 @@ func newSockReader(c *conn) *sockReader {
 }
 
 func (s *sockReader) Read(b []byte) (int, error) {
+	if len(s.ahead) > 0 {
+		n := copy(b, s.ahead)
+		s.ahead = s.ahead[n:]
+		return n, nil // the limit waits for the next read of the socket
+	}
 	if s.limit > 0 && len(b) > s.limit {
 		b = b[:s.limit]
 	}
@@ -62,14 +74,25 @@ func (s *sockReader) Read(b []byte) (int, error) {
 }
 
 // directReader reads the rest of a payload from the socket through a
-// sockReader: without the limit, retrying before it parks.
+// sockReader: without the limit, retrying before it parks, and on a
+// socket into ahead too once the payload is whole.
 type directReader sockReader
 
 func (d *directReader) Read(b []byte) (int, error) {
 	s := (*sockReader)(d)
+	if len(s.ahead) > 0 {
+		return s.Read(b)
+	}
 	s.rest = true
+	if s.rc != nil {
+		s.q = s.abuf[:]
+	}
 	n, err := s.readSock(b)
-	s.rest = false
+	s.rest, s.q = false, nil
+	if n > len(b) {
+		s.ahead = s.abuf[:n-len(b)]
+		n = len(b)
+	}
 	return n, err
 }
 
@@ -102,7 +125,13 @@ func (s *sockReader) readSock(b []byte) (int, error) {
 // and no completion is held.
 func (s *sockReader) read(fd uintptr) bool {
 	for {
-		n, err := rawRead(fd, s.p)
+		var n int
+		var err error
+		if s.q != nil {
+			n, err = rawReadv(fd, s.p, s.q)
+		} else {
+			n, err = rawRead(fd, s.p)
+		}
 		switch err {
 		case nil:
 			s.n = n
