@@ -33,6 +33,11 @@ const serverMaxHeld = 4
 // where the reader sends the replies of a burst: the client has nothing
 // more to send until it gets them. (flush runs outside the read lock:
 // a write failure closes the connection, and Close waits for the lock.)
+//
+// A payload read straight into its buffer (ReadPayload) also reads what
+// follows it, up to a request header, into ahead (one readv of two
+// pieces), as the client does with replies (client_raw.go): at depth a
+// write then costs one system call, not two.
 type serverSockReader struct {
 	rc      syscall.RawConn
 	pending func() bool
@@ -40,6 +45,11 @@ type serverSockReader struct {
 	try     func(fd uintptr) bool // r.read, bound once
 	tryPeek func(fd uintptr) bool // r.peek, bound once
 	one     [1]byte               // peek's buffer
+
+	ahead []byte // read by ReadPayload beyond its payload, not yet Read
+	abuf  [RequestSize]byte
+	iov   [2]syscall.Iovec // ReadPayload's readv: the payload, then abuf
+	vec   bool             // read with readv into iov, not into p
 
 	p       []byte
 	n       int
@@ -68,7 +78,13 @@ func newServerSockReader(nc net.Conn, pending func() bool, flush func()) *server
 
 func (r *serverSockReader) read(fd uintptr) bool {
 	for {
-		n, err := sockRawRead(fd, r.p)
+		var n int
+		var err error
+		if r.vec {
+			n, err = sockRawReadv(fd, &r.iov)
+		} else {
+			n, err = sockRawRead(fd, r.p)
+		}
 		switch err {
 		case nil:
 			r.n = n
@@ -121,6 +137,9 @@ func (r *serverSockReader) peek(fd uintptr) bool {
 // wait returns once the socket has bytes to read, without reading them,
 // writing the replies held back if it has to wait.
 func (r *serverSockReader) wait() error {
+	if len(r.ahead) > 0 {
+		return nil
+	}
 	for {
 		r.err, r.blocked = nil, false
 		if err := r.rc.Read(r.tryPeek); err != nil {
@@ -137,6 +156,11 @@ func (r *serverSockReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if len(r.ahead) > 0 {
+		n := copy(p, r.ahead)
+		r.ahead = r.ahead[n:]
+		return n, nil
+	}
 	r.p = p
 	defer func() { r.p = nil }()
 	for {
@@ -149,6 +173,27 @@ func (r *serverSockReader) Read(p []byte) (int, error) {
 		}
 		r.flush()
 	}
+}
+
+// ReadPayload reads into p like Read and, once p is full, into ahead in
+// the same system call.
+func (r *serverSockReader) ReadPayload(p []byte) (int, error) {
+	if len(p) == 0 || len(r.ahead) > 0 {
+		return r.Read(p)
+	}
+	r.iov[0] = syscall.Iovec{Base: &p[0]}
+	r.iov[0].SetLen(len(p))
+	r.iov[1] = syscall.Iovec{Base: &r.abuf[0]}
+	r.iov[1].SetLen(len(r.abuf))
+	r.vec = true
+	n, err := r.Read(p)
+	r.vec = false
+	r.iov = [2]syscall.Iovec{} // keep no caller's buffer alive
+	if n > len(p) {
+		r.ahead = r.abuf[:n-len(p)]
+		n = len(p)
+	}
+	return n, err
 }
 
 // serverReader is the request reader of one connection, run by the
@@ -513,8 +558,11 @@ func (r *serverReader) endPayload() {
 
 // Read reads a payload (between startPayload and endPayload).
 func (r *serverReader) Read(p []byte) (int, error) {
-	if !r.direct || r.br.Buffered() > 0 {
+	switch {
+	case !r.direct || r.br.Buffered() > 0:
 		return r.br.Read(p)
+	case r.sock != nil:
+		return r.sock.ReadPayload(p)
 	}
 	return r.rd.Read(p)
 }
