@@ -1,6 +1,7 @@
 package nbd
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -45,3 +46,43 @@ func TestServerRawPeerGone(t *testing.T) {
 		t.Fatalf("read from a closed peer: %d, %v, want 0, EOF", n, err)
 	}
 }
+
+// A payload read straight into its buffer takes the next request header
+// with it in one system call: the header is then read without the
+// socket, which by then holds only the peer's end.
+func TestServerReadPayloadAhead(t *testing.T) {
+	a, b := serverTestUnixPair(t)
+	payload := make([]byte, 64<<10)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	var next [RequestSize]byte
+	(&Request{Type: CmdRead, Cookie: 9, Offset: 4096, Length: 512}).Put(&next)
+	if _, err := b.Write(append(append([]byte{}, payload...), next[:]...)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	r := newServerSockReader(a, func() bool { return false }, func() {})
+	got := make([]byte, len(payload))
+	if _, err := io.ReadFull(readPayloader{r}, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatal("payload differs")
+	}
+	if len(r.ahead) != RequestSize {
+		t.Fatalf("read ahead %d bytes with the payload, want the %d of the next header", len(r.ahead), RequestSize)
+	}
+	var hdr [RequestSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil || hdr != next {
+		t.Fatalf("next header: %v, %x, want %x", err, hdr, next)
+	}
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("read after the header: %d, %v, want 0, EOF", n, err)
+	}
+}
+
+// readPayloader reads through ReadPayload, as serverReader.Read does.
+type readPayloader struct{ r *serverSockReader }
+
+func (p readPayloader) Read(b []byte) (int, error) { return p.r.ReadPayload(b) }
