@@ -86,6 +86,8 @@ func BenchmarkServerRead4KQD32Structured(b *testing.B) { serverBench(b, true, Cm
 func BenchmarkServerRead64KQD8(b *testing.B)           { serverBench(b, true, CmdRead, 64<<10, 8) }
 func BenchmarkServerWrite4KQD32(b *testing.B)          { serverBench(b, false, CmdWrite, 4096, 32) }
 func BenchmarkServerWrite64KQD8(b *testing.B)          { serverBench(b, false, CmdWrite, 64<<10, 8) }
+func BenchmarkServerWrite256KQD8(b *testing.B)         { serverBench(b, false, CmdWrite, 256<<10, 8) }
+func BenchmarkServerWrite1MQD4(b *testing.B)           { serverBench(b, false, CmdWrite, 1<<20, 4) }
 
 // The same through a backend that lends nothing and takes no pages: read
 // replies and write payloads in the server's pooled buffers.
