@@ -110,9 +110,9 @@ type Lender interface {
 // it cannot take this page (the range is cut by the end of the backend);
 // the caller then writes p with WriteAt. After a true return the caller
 // gives up p and owns the returned page. It is called from many
-// goroutines at once. The server reads a whole-page write's payload into
-// a page of its own and hands it over, so the payload is copied once
-// (from the socket), not twice. MemDisk is a PageTaker.
+// goroutines at once. The server reads a write of whole, aligned pages
+// into pages of its own and hands each over in order, so the payload is
+// copied once (from the socket), not twice. MemDisk is a PageTaker.
 type PageTaker interface {
 	TakePage(p *[PageSize]byte, off int64) (old *[PageSize]byte, ok bool)
 }

@@ -66,7 +66,7 @@ func (r *clientRawSock) read(fd uintptr) bool {
 
 func (r *clientRawSock) readv(fd uintptr) bool {
 	for {
-		n, err := sockRawReadv(fd, &r.iov)
+		n, err := sockRawReadv(fd, r.iov[:])
 		if err != syscall.EINTR {
 			return r.settle(n, err)
 		}

@@ -98,7 +98,7 @@
 // The server finds the optional interfaces by type assertion and calls,
 // for each command and flag, the first method in this table the Backend
 // has (a READ or WRITE over 64 KiB reaches ReadAt or WriteAt as one call
-// per 1 MiB buffer, in order):
+// per 1 MiB buffer, in order; a write read into pages, as one per page):
 //
 //	command, flags             Backend method
 //	-------------------------  ------------------------------------------------
@@ -106,8 +106,8 @@
 //	READ, structured replies   also BlockStatuser.BlockStatus of the range, for
 //	                           OFFSET_HOLE chunks (not for a Lender, nor under
 //	                           Export.NoReadHoles)
-//	WRITE                      PageTaker.TakePage (a whole, aligned 64 KiB page);
-//	                           WriteAt
+//	WRITE                      PageTaker.TakePage (each page of a write of whole,
+//	                           aligned 64 KiB pages); WriteAt
 //	WRITE + FUA                FUAWriter.WriteAtFUA; else as WRITE, then
 //	                           Flusher.Flush
 //	FLUSH                      Flusher.Flush (SEND_FLUSH, SEND_FUA only with one)

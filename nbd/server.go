@@ -299,7 +299,7 @@ type serverExport struct {
 	status     BlockStatuser
 	cacher     Cacher
 	lender     Lender    // reads sent from the backend's memory
-	pages      PageTaker // whole-page writes handed over
+	pages      PageTaker // writes of whole pages handed over
 }
 
 func (s *Server) init() error {

@@ -47,25 +47,37 @@ func serverWaitReserved(t *testing.T, s *Server, want int64) {
 
 // A write takes its budget as its payload arrives: connections that send
 // only a WRITE header of 32 MiB hold none, those that send a little of
-// the payload and stall hold one buffer each, and an honest client's
-// 32 MiB write is served meanwhile; the buffers go once they leave.
+// the payload and stall hold what that little takes (a 1 MiB buffer, or
+// on a PageTaker a group of pages as large), and an honest client's 32 MiB
+// write is served meanwhile; the buffers go once they leave.
 func TestServerBudgetBoundsStalledWrites(t *testing.T) {
-	const limit, headers, partial, length = 64 << 20, 200, 40, 32 << 20
-	s := &Server{BufferMemory: limit, Exports: []Export{{Backend: NewMemDisk(64 << 20)}}}
+	t.Run("buffers", func(t *testing.T) {
+		serverBudgetStalledWrites(t, serverCopiedDisk{MemDisk: NewMemDisk(64 << 20)})
+	})
+	t.Run("pages", func(t *testing.T) {
+		serverBudgetStalledWrites(t, NewMemDisk(64<<20))
+	})
+}
+
+// serverBudgetStalledWrites runs TestServerBudgetBoundsStalledWrites on
+// backend.
+func serverBudgetStalledWrites(t *testing.T, backend Backend) {
+	const limit, headers, partial, length, sent, each = 64 << 20, 200, 40, 32 << 20, 256 << 10, serverLargeBuf
+	s := &Server{BufferMemory: limit, Exports: []Export{{Backend: backend}}}
 	path := serverTestStart(t, s)
 	heap0 := serverHeapBytes()
 	clients := serverStallWrites(t, path, headers, length, 0)
-	clients = append(clients, serverStallWrites(t, path, partial, length, 256<<10)...)
-	serverWaitReserved(t, s, partial*serverLargeBuf)
+	clients = append(clients, serverStallWrites(t, path, partial, length, sent)...)
+	serverWaitReserved(t, s, partial*each)
 	for range 20 {
-		if st := s.BufferStats(); st.Reserved > partial*serverLargeBuf || st.Allocated > st.Limit {
-			t.Fatalf("%d stalled writers with a little payload and %d with none hold %+v, want a 1 MiB buffer each at most", partial, headers, st)
+		if st := s.BufferStats(); st.Reserved > partial*each || st.Allocated > st.Limit {
+			t.Fatalf("%d stalled writers with a little payload and %d with none hold %+v, want %d bytes each at most", partial, headers, st, each)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Loosely: besides the buffers, each session has its read buffer and
 	// slots (well under 256 KiB).
-	if grown := serverHeapBytes() - heap0; grown > partial*serverLargeBuf+(headers+partial)*256<<10+16<<20 {
+	if grown := serverHeapBytes() - heap0; grown > partial*each+(headers+partial)*256<<10+16<<20 {
 		t.Fatalf("heap grew by %d MiB with %d stalled 32 MiB writes", grown>>20, headers+partial)
 	}
 

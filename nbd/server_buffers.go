@@ -39,7 +39,7 @@ type serverBuffers struct {
 	pageGets  int64
 }
 
-// getPage returns a page for a whole-page write, free or new.
+// getPage returns a page for a write of whole pages, free or new.
 func (b *serverBuffers) getPage() *[PageSize]byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -37,7 +37,8 @@ const serverMaxHeld = 4
 // A payload read straight into its buffer (ReadPayload) also reads what
 // follows it, up to a request header, into ahead (one readv of two
 // pieces), as the client does with replies (client_raw.go): at depth a
-// write then costs one system call, not two.
+// write then costs one system call, not two. ReadPages does the same
+// with a group of pages.
 type serverSockReader struct {
 	rc      syscall.RawConn
 	pending func() bool
@@ -48,8 +49,8 @@ type serverSockReader struct {
 
 	ahead []byte // read by ReadPayload beyond its payload, not yet Read
 	abuf  [RequestSize]byte
-	iov   [2]syscall.Iovec // ReadPayload's readv: the payload, then abuf
-	vec   bool             // read with readv into iov, not into p
+	iov   [serverPageGroup + 1]syscall.Iovec // the readv of ReadPayload or ReadPages
+	vec   []syscall.Iovec                    // read with readv into vec, not into p
 
 	p       []byte
 	n       int
@@ -80,8 +81,8 @@ func (r *serverSockReader) read(fd uintptr) bool {
 	for {
 		var n int
 		var err error
-		if r.vec {
-			n, err = sockRawReadv(fd, &r.iov)
+		if r.vec != nil {
+			n, err = sockRawReadv(fd, r.vec)
 		} else {
 			n, err = sockRawRead(fd, r.p)
 		}
@@ -163,6 +164,12 @@ func (r *serverSockReader) Read(p []byte) (int, error) {
 	}
 	r.p = p
 	defer func() { r.p = nil }()
+	return r.readLoop()
+}
+
+// readLoop reads into r.p, or r.vec, writing the held replies whenever it
+// would block.
+func (r *serverSockReader) readLoop() (int, error) {
 	for {
 		r.n, r.err, r.blocked = 0, nil, false
 		if err := r.rc.Read(r.try); err != nil {
@@ -181,19 +188,48 @@ func (r *serverSockReader) ReadPayload(p []byte) (int, error) {
 	if len(p) == 0 || len(r.ahead) > 0 {
 		return r.Read(p)
 	}
-	r.iov[0] = syscall.Iovec{Base: &p[0]}
-	r.iov[0].SetLen(len(p))
-	r.iov[1] = syscall.Iovec{Base: &r.abuf[0]}
-	r.iov[1].SetLen(len(r.abuf))
-	r.vec = true
-	n, err := r.Read(p)
-	r.vec = false
-	r.iov = [2]syscall.Iovec{} // keep no caller's buffer alive
-	if n > len(p) {
-		r.ahead = r.abuf[:n-len(p)]
-		n = len(p)
+	r.iov[0] = serverIovec(p)
+	return r.readVec(2, len(p))
+}
+
+// ReadPages reads into pages (at most serverPageGroup), from byte off of
+// the first, like Read, and once they are full into ahead, in one readv.
+func (r *serverSockReader) ReadPages(pages []*[PageSize]byte, off int) (int, error) {
+	if len(r.ahead) > 0 {
+		return r.Read(pages[0][off:])
 	}
-	return n, err
+	want := 0
+	for i, pg := range pages {
+		p := pg[:]
+		if i == 0 {
+			p = p[off:]
+		}
+		r.iov[i] = serverIovec(p)
+		want += len(p)
+	}
+	return r.readVec(len(pages)+1, want)
+}
+
+// readVec reads with one readv into the first n-1 pieces of r.iov, want
+// bytes, and abuf, which it sets as the last piece; what lands in abuf is
+// ahead.
+func (r *serverSockReader) readVec(n, want int) (int, error) {
+	r.iov[n-1] = serverIovec(r.abuf[:])
+	r.vec = r.iov[:n]
+	got, err := r.readLoop()
+	r.vec = nil
+	clear(r.iov[:n]) // keep no caller's buffer alive
+	if got > want {
+		r.ahead = r.abuf[:got-want]
+		got = want
+	}
+	return got, err
+}
+
+func serverIovec(p []byte) syscall.Iovec {
+	v := syscall.Iovec{Base: &p[0]}
+	v.SetLen(len(p))
+	return v
 }
 
 // serverReader is the request reader of one connection, run by the
@@ -419,17 +455,11 @@ func (r *serverReader) readWrite(s *serverSlot) error {
 		}
 		_, err = io.CopyN(io.Discard, br, int64(l))
 		s.errno, s.msg = EINVAL, "write longer than the maximum payload"
-	case c.takesPage(s):
-		// A whole page of a PageTaker: read it into a page of its own,
-		// which the backend keeps instead of copying it.
-		if err = r.awaitPayload(); err == nil {
-			err = r.reservePiece(s, serverNeed(PageSize))
-		}
-		if err == nil {
-			s.page = c.srv.bufs.getPage()
-			s.paged = true
-			err = r.readPayload(s.page[:])
-		}
+	case c.takesPages(s):
+		// Whole pages of a PageTaker: read into pages of the server's,
+		// which the backend keeps instead of copying them.
+		s.paged = true
+		err = r.readPayloadPages(s, int64(l))
 	default:
 		// Into pooled buffers, one at a time as the payload arrives.
 		s.data.Init(c.srv.bufs.pool(int64(l)))
@@ -487,12 +517,62 @@ func (c *serverConn) quickRead(s *serverSlot) bool {
 	return s.req.Type == CmdRead && s.errno == 0 && c.readNs.Load() < serverInlineBudget
 }
 
-// readPayload fills p with a payload of len(p) bytes.
-func (r *serverReader) readPayload(p []byte) error {
-	r.startPayload(len(p))
+// serverPageGroup is how many pages of a payload the reader reserves,
+// takes and reads at once: 1 MiB, a large buffer's worth.
+const serverPageGroup = serverLargeBuf / PageSize
+
+// readPayloadPages reads a payload of n bytes, a multiple of PageSize,
+// into pages appended to s.pages, serverPageGroup at a time, each group
+// reserved and taken once the first of its bytes has arrived (as
+// readPayloadBuffers does with buffers) and read in as few system calls
+// as its bytes arrive in.
+func (r *serverReader) readPayloadPages(s *serverSlot, n int64) error {
+	r.startPayload(int(min(n, 1<<30)))
 	defer r.endPayload()
-	_, err := io.ReadFull(r, p)
-	return err
+	for n > 0 {
+		k := int(min(n/PageSize, serverPageGroup))
+		if err := r.awaitPayload(); err != nil {
+			return err
+		}
+		first := len(s.pages)
+		for range k {
+			// A page at a time: trimFor keeps the free pages for
+			// reservations of a page.
+			if err := r.reservePiece(s, PageSize); err != nil {
+				return err
+			}
+			s.pages = append(s.pages, r.c.srv.bufs.getPage())
+		}
+		if err := r.readPages(s.pages[first:]); err != nil {
+			return err
+		}
+		n -= int64(k) * PageSize
+	}
+	return nil
+}
+
+// readPages fills pages with the payload's next bytes: what br holds
+// first, then straight from the socket, several pages a system call.
+func (r *serverReader) readPages(pages []*[PageSize]byte) error {
+	for i, off := 0, 0; ; {
+		var n int
+		var err error
+		if r.sock != nil && r.direct && r.br.Buffered() == 0 {
+			n, err = r.sock.ReadPages(pages[i:], off)
+		} else {
+			n, err = r.Read(pages[i][off:])
+		}
+		off += n
+		i, off = i+off/PageSize, off%PageSize
+		switch {
+		case i == len(pages):
+			return nil
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		}
+	}
 }
 
 // readPayloadBuffers reads a payload of n bytes into new buffers at the

@@ -460,11 +460,11 @@ func TestServerAcceptEMFILE(t *testing.T) {
 	}
 }
 
-// Whole, aligned 64 KiB writes to a bare MemDisk hand the payload's page
-// to the disk and take back the chunk it replaces: pipelined writes of
-// every shape (whole chunks rewritten, misaligned, FUA, partial, into the
-// short last chunk) read back as a model says, and the disk's count of
-// allocated chunks stays right.
+// Writes of whole, aligned 64 KiB pages to a bare MemDisk hand the
+// payload's pages to the disk and take back the chunks they replace:
+// pipelined writes of every shape (one whole chunk or several, rewritten,
+// misaligned, FUA, partial, into the short last chunk) read back as a
+// model says, and the disk's count of allocated chunks stays right.
 func TestServerMemDiskWholeChunkWrites(t *testing.T) {
 	const cs = MemDiskChunkSize
 	size := int64(4*cs + 4096) // the last chunk is cut short
@@ -487,6 +487,11 @@ func TestServerMemDiskWholeChunkWrites(t *testing.T) {
 		{{cs, 4096, 0}, {2 * cs, cs, 0}, {3 * cs, cs, 0}, {0, cs, 0}},
 		{{3 * cs, cs, 0}, {2 * cs, cs, 0}, {cs, cs, 0}, {0, cs, 0}},
 		{{cs / 2, cs, 0}, {3 * cs, cs, 0}, {2*cs - 10, 10, 0}},
+		{{0, 3 * cs, 0}, {3 * cs, cs, FlagFUA}},
+		{{cs, 2 * cs, FlagFUA}, {3 * cs, cs + 4096, 0}, {0, 4096, 0}},
+		{{0, 4 * cs, 0}},
+		{{100, 2 * cs, 0}, {3 * cs, cs, 0}},
+		{{0, 2 * cs, 0}, {2 * cs, 2 * cs, 0}},
 	}
 	seed := byte(1)
 	for bi, batch := range batches {
@@ -525,6 +530,68 @@ func TestServerMemDiskWholeChunkWrites(t *testing.T) {
 	c.request(CmdWrite, 0, 7, 4*cs, cs, make([]byte, cs))
 	if r, _ := c.simple(0); r.Error != ENOSPC {
 		t.Fatalf("write past the end: error %v, want ENOSPC", r.Error)
+	}
+}
+
+// serverPickyTaker is a MemDisk whose TakePage refuses the pages at the
+// offsets in refuse, and which logs its TakePage and WriteAt calls.
+type serverPickyTaker struct {
+	*MemDisk
+	refuse map[int64]bool
+	mu     sync.Mutex
+	log    []string
+}
+
+func (d *serverPickyTaker) record(s string) {
+	d.mu.Lock()
+	d.log = append(d.log, s)
+	d.mu.Unlock()
+}
+
+func (d *serverPickyTaker) TakePage(p *[PageSize]byte, off int64) (*[PageSize]byte, bool) {
+	if d.refuse[off] {
+		d.record("refused " + serverItoa(off))
+		return nil, false
+	}
+	d.record("TakePage " + serverItoa(off))
+	return d.MemDisk.TakePage(p, off)
+}
+
+func (d *serverPickyTaker) WriteAt(p []byte, off int64) (int, error) {
+	d.record("WriteAt " + serverItoa(off) + "+" + serverItoa(int64(len(p))))
+	return d.MemDisk.WriteAt(p, off)
+}
+
+func serverItoa(n int64) string { return serverUitoa(uint64(n)) }
+
+// A write of several whole pages hands each to the PageTaker in order;
+// a page it refuses is written with WriteAt, the others are taken, and
+// the disk holds the whole payload.
+func TestServerPageTakerRefuses(t *testing.T) {
+	const cs = PageSize
+	d := &serverPickyTaker{MemDisk: NewMemDisk(8 * cs), refuse: map[int64]bool{3 * cs: true}}
+	path := serverTestStart(t, &Server{Exports: []Export{{Backend: d}}})
+	c := serverTestDial(t, path)
+	c.negotiate("", false, false)
+	p := make([]byte, 4*cs)
+	for i := range p {
+		p[i] = byte(i*5 + i>>16)
+	}
+	c.request(CmdWrite, 0, 1, 2*cs, uint32(len(p)), p)
+	if r, _ := c.simple(0); r.Error != 0 {
+		t.Fatalf("write: error %v", r.Error)
+	}
+	want := []string{"TakePage 131072", "refused 196608", "WriteAt 196608+65536", "TakePage 262144", "TakePage 327680"}
+	d.mu.Lock()
+	log := d.log
+	d.mu.Unlock()
+	if diff := cmp.Diff(want, log); diff != "" {
+		t.Fatalf("backend calls (-want +got):\n%s", diff)
+	}
+	got := make([]byte, len(p))
+	d.MemDisk.ReadAt(got, 2*cs)
+	if !bytes.Equal(got, p) {
+		t.Fatal("the disk does not hold the payload")
 	}
 }
 

@@ -32,8 +32,11 @@ type serverSlot struct {
 	ext   []Extent
 	runs  []serverRun
 	small [ChunkHeaderSize + 6 + serverMaxMessage]byte
-	page  *[PageSize]byte // a whole-page write's payload, or nil
-	paged bool            // this request's payload is in page
+	// A write of whole, aligned pages to a PageTaker: its payload, a
+	// page at a time (paged), and after the write the pages the backend
+	// gave back.
+	pages []*[PageSize]byte
+	paged bool
 	// counted in serverConn.active: its header was read, its reply not
 	// yet written
 	counted bool
@@ -214,8 +217,9 @@ func (c *serverConn) write(ts *serverTransmitState, s *serverSlot) {
 	start := time.Now()
 	var err error
 	switch {
-	case s.paged && !(fua && x.fua != nil) && c.takePage(s, off):
-		if fua {
+	case s.paged && !(fua && x.fua != nil):
+		err = c.takePages(s, off)
+		if err == nil && fua {
 			err = x.flusher.Flush(c.ctx)
 		}
 	case fua && x.fua != nil:
@@ -231,45 +235,61 @@ func (c *serverConn) write(ts *serverTransmitState, s *serverSlot) {
 	c.finish(ts, s, err)
 }
 
-// writeAt writes the payload of s at off through w: a page, or the
-// payload's buffers with one WriteAt each.
+// writeAt writes the payload of s at off through w: its pages with one
+// WriteAt each, or its buffers with one WriteAt each.
 func (c *serverConn) writeAt(w io.WriterAt, s *serverSlot, off int64) error {
-	if s.paged {
-		_, err := w.WriteAt(s.page[:], off)
+	if !s.paged {
+		_, err := s.data.WriteToAt(w, off)
 		return err
 	}
-	_, err := s.data.WriteToAt(w, off)
-	return err
+	for i, p := range s.pages {
+		if _, err := w.WriteAt(p[:], off+int64(i)*PageSize); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// takesPage reports a write the reader reads into a page of its own: a
-// whole page of a PageTaker.
-func (c *serverConn) takesPage(s *serverSlot) bool {
-	return c.export.pages != nil && s.req.Length == PageSize && s.req.Offset%PageSize == 0
+// takesPages reports a write the reader reads into pages of its own: whole,
+// aligned pages of a PageTaker.
+func (c *serverConn) takesPages(s *serverSlot) bool {
+	l := s.req.Length
+	return c.export.pages != nil && l > 0 && l%PageSize == 0 && s.req.Offset%PageSize == 0
 }
 
-// takePage hands the slot's page to the PageTaker and takes back the page
-// it replaced, which returns to the server's free pages (none on a first
-// write: the next whole-page write allocates a page, as WriteAt would
-// have allocated the chunk).
-func (c *serverConn) takePage(s *serverSlot, off int64) bool {
-	old, ok := c.export.pages.TakePage(s.page, off)
-	if ok {
-		s.page = old
+// takePages hands the slot's pages to the PageTaker in order, each taking
+// back the page it replaced, which returns to the server's free pages
+// (none on a first write: the next paged write allocates one, as WriteAt
+// would have allocated the chunk). A page the PageTaker refuses is
+// written with WriteAt instead.
+func (c *serverConn) takePages(s *serverSlot, off int64) error {
+	for i, p := range s.pages {
+		at := off + int64(i)*PageSize
+		old, ok := c.export.pages.TakePage(p, at)
+		if !ok {
+			if _, err := c.export.Backend.WriteAt(p[:], at); err != nil {
+				return err
+			}
+			continue
+		}
+		s.pages[i] = old
 		if old == nil {
 			c.srv.bufs.gavePage()
 		}
 	}
-	return ok
+	return nil
 }
 
-// dropPayload gives back what s's payload took: its buffers, its page.
+// dropPayload gives back what s's payload took: its buffers, its pages.
 func (c *serverConn) dropPayload(s *serverSlot) {
 	s.data.Release()
-	if s.page != nil {
-		c.srv.bufs.putPage(s.page)
-		s.page = nil
+	for i, p := range s.pages {
+		if p != nil {
+			c.srv.bufs.putPage(p)
+		}
+		s.pages[i] = nil
 	}
+	s.pages = s.pages[:0]
 	s.paged = false
 }
 

@@ -49,10 +49,10 @@ func sockRawRead(fd uintptr, p []byte) (int, error) {
 	return int(n), nil
 }
 
-// sockRawReadv is readv(2) of two pieces on a non-blocking descriptor,
-// raw (the client reads a payload and the next header with it).
-func sockRawReadv(fd uintptr, iov *[2]syscall.Iovec) (int, error) {
-	n, _, e := syscall.RawSyscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&iov[0])), 2)
+// sockRawReadv is readv(2) on a non-blocking descriptor, raw (a payload
+// and the next header with it).
+func sockRawReadv(fd uintptr, iov []syscall.Iovec) (int, error) {
+	n, _, e := syscall.RawSyscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 	if e != 0 {
 		return 0, e
 	}

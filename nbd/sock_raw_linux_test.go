@@ -82,6 +82,42 @@ func TestServerReadPayloadAhead(t *testing.T) {
 	}
 }
 
+// ReadPages fills a group of pages from an offset into the first and
+// reads the next header with them, in one readv when all of it is there.
+func TestServerReadPagesAhead(t *testing.T) {
+	a, b := serverTestUnixPair(t)
+	const off = 100
+	payload := make([]byte, 2*PageSize-off)
+	for i := range payload {
+		payload[i] = byte(i*7 + i>>12)
+	}
+	var next [RequestSize]byte
+	(&Request{Type: CmdRead, Cookie: 9, Offset: 4096, Length: 512}).Put(&next)
+	if _, err := b.Write(append(append([]byte{}, payload...), next[:]...)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	r := newServerSockReader(a, func() bool { return false }, func() {})
+	pages := []*[PageSize]byte{new([PageSize]byte), new([PageSize]byte)}
+	n, err := r.ReadPages(pages, off)
+	if err != nil || n != len(payload) {
+		t.Fatalf("ReadPages = %d, %v, want %d, nil", n, err, len(payload))
+	}
+	if got := append(pages[0][off:], pages[1][:]...); !bytes.Equal(got, payload) {
+		t.Fatal("pages differ from the payload")
+	}
+	if len(r.ahead) != RequestSize {
+		t.Fatalf("read ahead %d bytes with the pages, want the %d of the next header", len(r.ahead), RequestSize)
+	}
+	var hdr [RequestSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil || hdr != next {
+		t.Fatalf("next header: %v, %x, want %x", err, hdr, next)
+	}
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("read after the header: %d, %v, want 0, EOF", n, err)
+	}
+}
+
 // readPayloader reads through ReadPayload, as serverReader.Read does.
 type readPayloader struct{ r *serverSockReader }
 

@@ -19,7 +19,7 @@ func sockRawPeek(fd uintptr, p []byte) (int, error) {
 
 // Elsewhere the client reads the first piece only; the rest comes with
 // the next read.
-func sockRawReadv(fd uintptr, iov *[2]syscall.Iovec) (int, error) {
+func sockRawReadv(fd uintptr, iov []syscall.Iovec) (int, error) {
 	p := unsafe.Slice(iov[0].Base, iov[0].Len)
 	return syscall.Read(int(fd), p)
 }
