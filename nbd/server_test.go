@@ -626,3 +626,27 @@ func TestServerEmbeddedMemDiskWriteAt(t *testing.T) {
 		t.Fatalf("WriteAt called %d times, want 3", n)
 	}
 }
+
+// A slot keeps its list of pages between writes only up to
+// serverKeptPages: a huge write's list goes (its pages go back to the
+// free pages either way).
+func TestServerDropPayloadKeptPages(t *testing.T) {
+	c := &serverConn{srv: &Server{bufs: newServerBuffers()}}
+	for _, n := range []int{1, serverPageGroup, serverKeptPages, serverKeptPages + 1, 1024} {
+		s := &serverSlot{paged: true}
+		for range n {
+			s.pages = append(s.pages, c.srv.bufs.getPage())
+		}
+		free := len(c.srv.bufs.pages)
+		c.dropPayload(s)
+		if got := len(c.srv.bufs.pages) - free; got != n {
+			t.Errorf("%d pages: %d went back to the free pages", n, got)
+		}
+		if len(s.pages) != 0 || s.paged {
+			t.Errorf("%d pages: the slot still has %d, paged %v", n, len(s.pages), s.paged)
+		}
+		if kept := cap(s.pages) > 0; kept != (n <= serverKeptPages) {
+			t.Errorf("%d pages: list of capacity %d kept", n, cap(s.pages))
+		}
+	}
+}

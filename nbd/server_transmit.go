@@ -290,8 +290,17 @@ func (c *serverConn) dropPayload(s *serverSlot) {
 		s.pages[i] = nil
 	}
 	s.pages = s.pages[:0]
+	if cap(s.pages) > serverKeptPages {
+		s.pages = nil // a huge write's list is not kept for the session
+	}
 	s.paged = false
 }
+
+// serverKeptPages bounds the list of pages a slot keeps between writes
+// (2 MiB of them): a client's largest write would otherwise fix what
+// every slot of its session holds (a 64 MiB write, 8 KiB of pointers).
+// A larger write allocates its list.
+const serverKeptPages = 2 * serverPageGroup
 
 // timeWrite folds the duration of a backend write into the connection's
 // moving average (weight 1/8), which inline consults.
