@@ -51,18 +51,11 @@ func TestServerRawPeerGone(t *testing.T) {
 // with it in one system call: the header is then read without the
 // socket, which by then holds only the peer's end.
 func TestServerReadPayloadAhead(t *testing.T) {
-	a, b := serverTestUnixPair(t)
 	payload := make([]byte, 64<<10)
 	for i := range payload {
 		payload[i] = byte(i * 7)
 	}
-	var next [RequestSize]byte
-	(&Request{Type: CmdRead, Cookie: 9, Offset: 4096, Length: 512}).Put(&next)
-	if _, err := b.Write(append(append([]byte{}, payload...), next[:]...)); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	r := newServerSockReader(a, func() bool { return false }, func() {})
+	r, next := serverAheadPeer(t, payload)
 	got := make([]byte, len(payload))
 	if _, err := io.ReadFull(readPayloader{r}, got); err != nil {
 		t.Fatal(err)
@@ -70,34 +63,18 @@ func TestServerReadPayloadAhead(t *testing.T) {
 	if !bytes.Equal(got, payload) {
 		t.Fatal("payload differs")
 	}
-	if len(r.ahead) != RequestSize {
-		t.Fatalf("read ahead %d bytes with the payload, want the %d of the next header", len(r.ahead), RequestSize)
-	}
-	var hdr [RequestSize]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil || hdr != next {
-		t.Fatalf("next header: %v, %x, want %x", err, hdr, next)
-	}
-	if n, err := r.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		t.Fatalf("read after the header: %d, %v, want 0, EOF", n, err)
-	}
+	serverCheckAhead(t, r, next)
 }
 
 // ReadPages fills a group of pages from an offset into the first and
 // reads the next header with them, in one readv when all of it is there.
 func TestServerReadPagesAhead(t *testing.T) {
-	a, b := serverTestUnixPair(t)
 	const off = 100
 	payload := make([]byte, 2*PageSize-off)
 	for i := range payload {
 		payload[i] = byte(i*7 + i>>12)
 	}
-	var next [RequestSize]byte
-	(&Request{Type: CmdRead, Cookie: 9, Offset: 4096, Length: 512}).Put(&next)
-	if _, err := b.Write(append(append([]byte{}, payload...), next[:]...)); err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	r := newServerSockReader(a, func() bool { return false }, func() {})
+	r, next := serverAheadPeer(t, payload)
 	pages := []*[PageSize]byte{new([PageSize]byte), new([PageSize]byte)}
 	n, err := r.ReadPages(pages, off)
 	if err != nil || n != len(payload) {
@@ -106,8 +83,29 @@ func TestServerReadPagesAhead(t *testing.T) {
 	if got := append(pages[0][off:], pages[1][:]...); !bytes.Equal(got, payload) {
 		t.Fatal("pages differ from the payload")
 	}
+	serverCheckAhead(t, r, next)
+}
+
+// serverAheadPeer writes payload and a request header after it to a
+// socket and closes it; it returns a reader of the other end and the
+// header.
+func serverAheadPeer(t *testing.T, payload []byte) (*serverSockReader, [RequestSize]byte) {
+	a, b := serverTestUnixPair(t)
+	var next [RequestSize]byte
+	(&Request{Type: CmdRead, Cookie: 9, Offset: 4096, Length: 512}).Put(&next)
+	if _, err := b.Write(append(append([]byte{}, payload...), next[:]...)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	return newServerSockReader(a, func() bool { return false }, func() {}), next
+}
+
+// serverCheckAhead checks that r read the header next ahead with the
+// payload, returns it first, and then the peer's end.
+func serverCheckAhead(t *testing.T, r *serverSockReader, next [RequestSize]byte) {
+	t.Helper()
 	if len(r.ahead) != RequestSize {
-		t.Fatalf("read ahead %d bytes with the pages, want the %d of the next header", len(r.ahead), RequestSize)
+		t.Fatalf("read ahead %d bytes with the payload, want the %d of the next header", len(r.ahead), RequestSize)
 	}
 	var hdr [RequestSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil || hdr != next {
