@@ -186,17 +186,29 @@ func (m *measurer) plain(write bool, p []byte, off int64) error {
 // read-ahead and write-behind keep them, and returns the time per block
 // after the first warm (the clock starts once they are done, with the
 // pipeline full). The host fills a block before it is written and checks
-// a block once it is read.
+// a block once it is read, between the requests; the time of those calls
+// is the host's (the front end's node counts it), not the backend's, and
+// is left out.
 func (m *measurer) bareDepth(ctx context.Context, blk uint64, write bool, ops, warm int) (time.Duration, error) {
+	var host time.Duration // in Fill and Check since t0
 	block := func(i int) (int64, []byte) {
 		return int64((blk+uint64(i))%m.nblk) * int64(m.bs), m.bufs[i%m.depth]
 	}
 	start := func(i int) error {
 		off, buf := block(i)
 		if write {
+			t := time.Now()
 			m.rhost.Fill(buf, off)
+			host += time.Since(t)
 		}
 		return m.start(ctx, write, buf, off)
+	}
+	check := func(i int) error {
+		off, buf := block(i)
+		t := time.Now()
+		err := m.rhost.Check(buf, off)
+		host += time.Since(t)
+		return err
 	}
 	t0 := time.Now()
 	var err error
@@ -211,20 +223,19 @@ func (m *measurer) bareDepth(ctx context.Context, blk uint64, write bool, ops, w
 			continue
 		}
 		if err = werr; err == nil && !write {
-			off, buf := block(i)
-			err = m.rhost.Check(buf, off)
+			err = check(i)
 		}
 		if err == nil && i+m.depth < ops {
 			err = start(i + m.depth)
 		}
 		if i+1 == warm {
-			t0 = time.Now()
+			t0, host = time.Now(), 0
 		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("bridge: bare backend, %d in flight, near block %d: %w", m.depth, blk, err)
 	}
-	return time.Since(t0) / time.Duration(ops-warm), nil
+	return (time.Since(t0) - host) / time.Duration(ops-warm), nil
 }
 
 // rows adds one direction's rows to t: each row's nodes, the model's

@@ -210,3 +210,43 @@ func TestMeasurementWriteText(t *testing.T) {
 		t.Errorf("the table lacks %q:\n%s", want, b.String())
 	}
 }
+
+// sleepyHost is a Verifier whose Fill and Check take d each.
+type sleepyHost struct {
+	*Verifier
+	d time.Duration
+}
+
+func (h *sleepyHost) Fill(p []byte, off int64) {
+	time.Sleep(h.d)
+	h.Verifier.Fill(p, off)
+}
+
+func (h *sleepyHost) Check(p []byte, off int64) error {
+	time.Sleep(h.d)
+	return h.Verifier.Check(p, off)
+}
+
+// The bare backend's figures leave the host's work out, with requests in
+// flight as one at a time: with a host that takes 4 ms to fill or check a
+// block, a backend that counted it could not pass 16 MB/s.
+func TestMeasureBareLeavesHostOut(t *testing.T) {
+	const d = 4 * time.Millisecond
+	client := serve(t, nbd.NewMemDisk(16<<20))
+	m, err := Measure(context.Background(), MeasureConfig{
+		Bridge: Config{Backend: client}, Span: measureSpan, Commands: 1,
+		Host: func(size int64) Host {
+			return &sleepyHost{Verifier: NewVerifier(size, DefaultMaxCommand, 7), d: d}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := model.RateOf(DefaultMaxCommand, d)
+	for _, dir := range []string{"read", "write"} {
+		if m.Bare[dir] < 4*counted || m.BareAhead[dir] < 4*counted {
+			t.Errorf("%s: bare %v, with %d in flight %v: the host's %v per block counted (it alone allows %v)",
+				dir, m.Bare[dir], m.Ahead, m.BareAhead[dir], d, counted)
+		}
+	}
+}
