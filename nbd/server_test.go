@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -550,19 +551,17 @@ func (d *serverPickyTaker) record(s string) {
 
 func (d *serverPickyTaker) TakePage(p *[PageSize]byte, off int64) (*[PageSize]byte, bool) {
 	if d.refuse[off] {
-		d.record("refused " + serverItoa(off))
+		d.record(fmt.Sprintf("refused %d", off))
 		return nil, false
 	}
-	d.record("TakePage " + serverItoa(off))
+	d.record(fmt.Sprintf("TakePage %d", off))
 	return d.MemDisk.TakePage(p, off)
 }
 
 func (d *serverPickyTaker) WriteAt(p []byte, off int64) (int, error) {
-	d.record("WriteAt " + serverItoa(off) + "+" + serverItoa(int64(len(p))))
+	d.record(fmt.Sprintf("WriteAt %d+%d", off, len(p)))
 	return d.MemDisk.WriteAt(p, off)
 }
-
-func serverItoa(n int64) string { return serverUitoa(uint64(n)) }
 
 // A write of several whole pages hands each to the PageTaker in order;
 // a page it refuses is written with WriteAt, the others are taken, and
