@@ -52,33 +52,44 @@ func (m *measurer) round(ctx context.Context, s *samples) error {
 		}
 		s.e2e[i] = append(s.e2e[i], d)
 	}
-	for _, c := range []int{m.bs, m.chunk} {
-		out, blk := &s.back, &s.blkWhole
-		if c != m.bs {
-			out, blk = &s.backChunk, &s.blkChunk
-		}
-		var sum time.Duration
-		for j := range blockOps {
-			d, err := m.bareOp(ctx, (*blk+uint64(j))%m.nblk, s.write, c)
-			if err != nil {
-				return err
-			}
-			if j >= warmOps {
-				sum += d
-			}
-		}
-		*out = append(*out, sum/(blockOps-warmOps))
-		*blk = (*blk + blockOps) % m.nblk
+	d, err := m.bareTurn(ctx, &s.blkWhole, s.write, m.bs)
+	if err != nil {
+		return err
 	}
+	s.back = append(s.back, d)
+	if m.chunk < m.bs {
+		if d, err = m.bareTurn(ctx, &s.blkChunk, s.write, m.chunk); err != nil {
+			return err
+		}
+	}
+	// A command no larger than a chunk is one request either way.
+	s.backChunk = append(s.backChunk, d)
 	// The bare backend with the read-ahead's depth in flight, timed from
 	// when the pipeline is full.
-	d, err := m.bareDepth(ctx, s.blkDepth, s.write, blockOps, max(warmOps, m.depth))
-	if err != nil {
+	if d, err = m.bareDepth(ctx, s.blkDepth, s.write, blockOps, max(warmOps, m.depth)); err != nil {
 		return err
 	}
 	s.backAhead = append(s.backAhead, d)
 	s.blkDepth = (s.blkDepth + blockOps) % m.nblk
 	return nil
+}
+
+// bareTurn moves blockOps blocks from *blk on with the bare backend in
+// requests of chunk bytes, moves *blk past them, and returns their mean
+// time after the first warmOps.
+func (m *measurer) bareTurn(ctx context.Context, blk *uint64, write bool, chunk int) (time.Duration, error) {
+	var sum time.Duration
+	for j := range blockOps {
+		d, err := m.bareOp(ctx, (*blk+uint64(j))%m.nblk, write, chunk)
+		if err != nil {
+			return 0, err
+		}
+		if j >= warmOps {
+			sum += d
+		}
+	}
+	*blk = (*blk + blockOps) % m.nblk
+	return sum / (blockOps - warmOps), nil
 }
 
 // turn runs blockOps commands on d and returns their mean time after the

@@ -84,13 +84,37 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
+// TestMeasureOneChunkCommands measures commands no larger than a chunk:
+// the row pipelined in chunks makes one request per command, and its back
+// end is the bare backend's one request at a time.
+func TestMeasureOneChunkCommands(t *testing.T) {
+	client := serve(t, nbd.NewMemDisk(16<<20))
+	m, err := Measure(context.Background(), MeasureConfig{
+		Bridge: Config{Backend: client, MaxCommand: 4096}, Span: measureSpan, Commands: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.BlockSize != 4096 || m.Chunk != 4096 {
+		t.Fatalf("block %d, chunk %d; want 4096, 4096", m.BlockSize, m.Chunk)
+	}
+	vs := Table4()
+	for i, rw := range m.Rows {
+		checkRow(t, rw, vs[i%len(vs)], []string{"read", "write"}[i/len(vs)], m)
+	}
+	if len(m.Request) != 0 {
+		t.Errorf("a request cost fitted from one size: %+v", m.Request)
+	}
+}
+
 // checkRow checks one row against the formulas Measure documents.
 func checkRow(t *testing.T, rw Row, v Variant, dir string, m *Measurement) {
 	t.Helper()
 	if rw.Variant != v || rw.Dir != dir {
 		t.Errorf("row %s %s, want %s %s", rw.Dir, rw.Variant.Name, dir, v.Name)
 	}
-	if rw.Front <= 0 || rw.Back <= 0 || rw.Measured <= 0 || rw.Verified != blockOps {
+	if rw.Front <= 0 || rw.Back <= 0 || rw.Measured <= 0 || rw.Verified != blockOps ||
+		math.IsInf(float64(rw.Front), 0) || math.IsInf(float64(rw.Back), 0) || math.IsInf(float64(rw.Measured), 0) {
 		t.Errorf("%s %s: %+v", dir, v.Name, rw)
 	}
 	k := int64(m.BlockSize)
@@ -99,6 +123,9 @@ func checkRow(t *testing.T, rw Row, v Variant, dir string, m *Measurement) {
 	switch v.Pipelining {
 	case InChunks:
 		kind, want = "fill", nodes.PipelinedFill(k, int64(m.Chunk))
+		if m.Chunk == m.BlockSize && rw.Back != m.Bare[dir] {
+			t.Errorf("%s %s: back end %v, want the bare backend's %v (a command is one chunk)", dir, v.Name, rw.Back, m.Bare[dir])
+		}
 	case AcrossCommands:
 		if rw.Bound != nodes.Pipelined(k) || rw.Back != m.BareAhead[dir] {
 			t.Errorf("%s %s: bound %v, back %v; want %v, %v", dir, v.Name, rw.Bound, rw.Back, nodes.Pipelined(k), m.BareAhead[dir])
