@@ -156,7 +156,9 @@ type clientConn struct {
 	err    error         // why the connection died; set before dead is closed
 	rtok   chan struct{} // capacity 1: held by the leader (the one reading replies)
 
-	kickMu sync.Mutex // orders read deadline changes with the checks of why a read was cut
+	kickMu sync.Mutex  // orders read deadline changes with the checks of why a read was cut
+	rwatch clientWatch // cuts the leader's read when its caller's context ends
+	wwatch clientWatch // cuts the writer's writev when its caller's context ends
 
 	// owned by the leader
 	raw        *clientRawSock // raw reads of a socket (nil: TLS, a pipe)
@@ -182,6 +184,7 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 		dead:       make(chan struct{}),
 		rtok:       make(chan struct{}, 1),
 	}
+	c.rwatch.kick, c.wwatch.kick = c.kick, c.wkick
 	c.br = bufio.NewReaderSize(clientSock{c}, clientReplyBuffer)
 	c.raw = newClientRawSock(nc)
 	c.wb = zerocopy.NewBatch(nc)
@@ -223,6 +226,8 @@ func (c *clientConn) fail(err error) {
 	close(c.dead)
 	c.failMu.Unlock()
 	_ = c.nc.Close()
+	c.rwatch.close()
+	c.wwatch.close()
 	select {
 	case c.wsem <- struct{}{}: // no writer: close the pipe of spliced writes
 		c.wb.SetSplice(0)
@@ -404,15 +409,7 @@ func (c *clientConn) answered(s *clientSlot, cookie uint64) bool {
 // request cookie in s is answered, the connection dies, or ctx ends (at
 // once, even mid-message: the next leader reads the rest).
 func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
-	var stop func() bool
-	var fired chan struct{}
-	if ctx.Done() != nil {
-		fired = make(chan struct{})
-		stop = context.AfterFunc(ctx, func() {
-			c.kick()
-			close(fired)
-		})
-	}
+	watched := c.rwatch.begin(ctx)
 	for c.failed() == nil && ctx.Err() == nil && !c.answered(s, cookie) {
 		err := c.readReply(ctx)
 		if err == nil {
@@ -431,10 +428,9 @@ func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
 		c.fail(clientConnLost(err))
 		break
 	}
-	if stop != nil && !stop() {
-		// The deadline was (or is being) set: wait for it, then clear
-		// it so it cannot cut the next leader's read.
-		<-fired
+	if watched && c.rwatch.end() {
+		// ctx's end set the deadline: clear it so it cannot cut the
+		// next leader's read.
 		c.unkick()
 	}
 }

@@ -4,6 +4,7 @@ package nbd_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/nhdkit/nhd/nbd/nbdtest"
@@ -12,9 +13,18 @@ import (
 // StartReadAt, StartWriteAt and Wait allocate nothing in steady state
 // (the in-process server included; the race detector allocates on its
 // own, hence the build tag).
+// A context that can end costs nothing per request either: the
+// connection keeps its registration with it from one request to the next.
 func TestHandleZeroAllocs(t *testing.T) {
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, ctx := range []context.Context{context.Background(), cancellable} {
+		t.Run(fmt.Sprint(ctx), func(t *testing.T) { handleZeroAllocs(t, ctx) })
+	}
+}
+
+func handleZeroAllocs(t *testing.T, ctx context.Context) {
 	_, c := handleDial(t, []nbdtest.Option{nbdtest.WithSize(1 << 20)})
-	ctx := context.Background()
 	buf := make([]byte, 32<<10)
 	var err error
 	f := func() {

@@ -269,18 +269,10 @@ func (c *clientConn) flush(ctx context.Context, own *clientSlot) {
 		return
 	}
 	c.setWriting(true)
-	var stop func() bool
-	var fired chan struct{}
-	if ctx.Done() != nil {
-		fired = make(chan struct{})
-		stop = context.AfterFunc(ctx, func() {
-			c.wkick()
-			close(fired)
-		})
-	}
+	watched := c.wwatch.begin(ctx)
 	written, err := c.writeVec(vec)
-	if stop != nil && !stop() {
-		<-fired
+	if watched {
+		c.wwatch.end() // no cut comes after it: setWriting clears one that came
 	}
 	c.setWriting(false)
 	c.settleBatch(batch, written, err)

@@ -31,10 +31,8 @@ import (
 // noCancel is the context of an I/O queue's backend calls: a read or
 // write run by Exec cannot be cancelled (io.ReaderAt and io.WriterAt
 // take no context), so neither can those started on an asynchronous
-// backend nor a Flush, Write Zeroes or deallocate; and an NBD client
-// allocates for each wait on a context that can be (context.AfterFunc).
-// An NBD client whose server stops answering fails them when it is
-// closed.
+// backend nor a Flush, Write Zeroes or deallocate. An NBD client whose
+// server stops answering fails them when it is closed.
 var noCancel = context.Background()
 
 // inlineBudget is the average Exec time under which the reader runs an
