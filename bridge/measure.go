@@ -85,6 +85,10 @@ type Row struct {
 	Bound    model.Rate `json:"bound_Bps,omitempty"`
 	Measured model.Rate `json:"measured_Bps"` // the bridge end to end
 	Error    float64    `json:"model_error"`  // (Model-Measured)/Measured
+	// Bridge is the bridge end to end with the time of the host's own
+	// calls (Fill, Sum, Check) left out, as the bare backend's figures
+	// leave them out: what the bridge alone makes of its backend.
+	Bridge model.Rate `json:"bridge_Bps"`
 	// SpeedUp is Measured over the row before's (1 for the first); a
 	// pipelined row's over the last series row's.
 	SpeedUp  float64 `json:"speed_up"`
@@ -275,6 +279,7 @@ type driver struct {
 	next, count uint64 // the next block, and the blocks of its disk
 	write       bool
 	verified    int64
+	host        time.Duration // of the last step, in the host's Fill, Sum and Check
 }
 
 func newDriver(b *Bridge, h Host, bs int, count uint64) *driver {
@@ -282,7 +287,8 @@ func newDriver(b *Bridge, h Host, bs int, count uint64) *driver {
 }
 
 // step runs one command and returns the time the host spent on it: filling
-// its data, the command through the bridge, and checking it.
+// its data, the command through the bridge, and checking it. d.host is
+// then the part of it in the host's own calls (Fill, Sum and Check).
 func (d *driver) step() (time.Duration, error) {
 	t0 := time.Now()
 	off := int64(d.next) * d.bs
@@ -290,12 +296,16 @@ func (d *driver) step() (time.Duration, error) {
 		d.next = 0
 	}
 	var err error
+	var t1, t2 time.Time // around the bridge's command
 	if d.write {
 		d.h.Fill(d.buf, off)
+		t1 = time.Now()
 		err = d.b.Write(d.buf, off)
 	} else {
+		t1 = t0
 		err = d.b.Read(d.buf, off)
 	}
+	t2 = time.Now()
 	if err == nil {
 		if got, want := d.b.Sum(), d.h.Sum(d.buf, off); got != want {
 			err = fmt.Errorf("bridge: checksum %#04x, the data's %#04x", got, want)
@@ -307,7 +317,9 @@ func (d *driver) step() (time.Duration, error) {
 		return 0, fmt.Errorf("at byte %d: %w", off, err)
 	}
 	d.verified++
-	return time.Since(t0), nil
+	t3 := time.Now()
+	d.host = t1.Sub(t0) + t3.Sub(t2)
+	return t3.Sub(t0), nil
 }
 
 // timedBackend is a backend that adds up the time its calls take, for a

@@ -14,6 +14,7 @@ import (
 type samples struct {
 	write                      bool
 	front, e2e                 []durs
+	bridge                     []durs // e2e with the host's time left out
 	back, backChunk, backAhead durs
 	// the next block of each bare measurement
 	blkWhole, blkChunk, blkDepth uint64
@@ -28,7 +29,7 @@ type samples struct {
 // on through their own disk.
 func (m *measurer) startDir(write bool) *samples {
 	nv := uint64(len(m.variants))
-	s := &samples{write: write, front: make([]durs, nv), e2e: make([]durs, nv)}
+	s := &samples{write: write, front: make([]durs, nv), e2e: make([]durs, nv), bridge: make([]durs, nv)}
 	parts := nv + 3
 	for i := range m.variants {
 		m.front[i].write, m.e2e[i].write = write, write
@@ -42,15 +43,17 @@ func (m *measurer) startDir(write bool) *samples {
 // round runs one turn of commands on every node of every row.
 func (m *measurer) round(ctx context.Context, s *samples) error {
 	for i, v := range m.variants {
-		d, err := m.turn(m.front[i], m.timed[i])
+		d, _, err := m.turn(m.front[i], m.timed[i])
 		if err != nil {
 			return fmt.Errorf("bridge: front end, %s: %w", v.Name, err)
 		}
 		s.front[i] = append(s.front[i], d)
-		if d, err = m.turn(m.e2e[i], nil); err != nil {
+		d, host, err := m.turn(m.e2e[i], nil)
+		if err != nil {
 			return fmt.Errorf("bridge: %s: %w", v.Name, err)
 		}
 		s.e2e[i] = append(s.e2e[i], d)
+		s.bridge[i] = append(s.bridge[i], d-host)
 	}
 	d, err := m.bareTurn(ctx, &s.blkWhole, s.write, m.bs)
 	if err != nil {
@@ -93,25 +96,27 @@ func (m *measurer) bareTurn(ctx context.Context, blk *uint64, write bool, chunk 
 }
 
 // turn runs blockOps commands on d and returns their mean time after the
-// first warmOps, less the time in tb's calls when tb is not nil.
-func (m *measurer) turn(d *driver, tb *timedBackend) (time.Duration, error) {
-	var sum time.Duration
+// first warmOps, less the time in tb's calls when tb is not nil, and the
+// mean time of the host's own calls in them.
+func (m *measurer) turn(d *driver, tb *timedBackend) (time.Duration, time.Duration, error) {
+	var sum, host time.Duration
 	for j := range blockOps {
 		if tb != nil {
 			tb.t = 0
 		}
 		dt, err := d.step()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if tb != nil {
 			dt -= tb.t
 		}
 		if j >= warmOps {
 			sum += dt
+			host += d.host
 		}
 	}
-	return sum / (blockOps - warmOps), nil
+	return sum / (blockOps - warmOps), host / (blockOps - warmOps), nil
 }
 
 // start starts the bare backend's request for p at off.
@@ -280,7 +285,7 @@ func (m *measurer) rows(t *Measurement, s *samples) {
 			bk = s.backChunk
 		}
 		rw := Row{Variant: v, Dir: dir, Front: rate(s.front[i].median()), Back: rate(bk.median()),
-			Measured: rate(s.e2e[i].median()), Verified: m.e2e[i].verified}
+			Measured: rate(s.e2e[i].median()), Bridge: rate(s.bridge[i].median()), Verified: m.e2e[i].verified}
 		rw.model(k, int64(m.chunk))
 		rw.SpeedUp = 1
 		if i > 0 && prev > 0 {

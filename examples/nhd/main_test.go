@@ -88,7 +88,7 @@ func TestDefaultReport(t *testing.T) {
 		`\+ pipelined in chunks ` + num + ` ` + num + ` ` + num + ` fill ` + num + ` [-+]` + num + `% x` + num,
 		`\+ pipelined across commands ` + num + ` ` + num + ` ` + num + ` series ` + num + ` [-+]` + num + `% x` + num,
 		`write store-and-forward ` + num,
-		`read: before -> after \(series\) x` + num + `; pipelined vs series x` + num + ` in chunks, x` + num + ` across commands; the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s one request at a time; across commands, ` + num + `% of its ` + num + ` MB/s with 3 in flight \(the slower end alone, with a processor for each end, would give ` + num + `\)`,
+		`read: before -> after \(series\) x` + num + `; pipelined vs series x` + num + ` in chunks, x` + num + ` across commands; without the host's work, the fastest \([a-z -]+\) reaches ` + num + `% of the bare NBD client's ` + num + ` MB/s one request at a time; across commands, ` + num + `% of its ` + num + ` MB/s with 3 in flight \(the slower end alone, with a processor for each end, would give ` + num + `\)`,
 		`write: before -> after \(series\) x` + num,
 		`read: pipelining in 32 KiB chunks makes 2 NBD requests of one, in flight together: (each more costs ` + num + ` us \(fitted\), to hide at most ` + num + ` us of front end|their cost per request was not fitted \(the chunks came out cheaper per byte than whole commands: a noisy run\))`,
 		`model error: worst ` + num + `% over 12 rows`,
