@@ -7,6 +7,7 @@
 #	docs/bench/figures.sh                 # outputs in a new temporary directory
 #	OUT=/tmp/fig docs/bench/figures.sh    # or in OUT, kept
 #	python3 docs/bench/figures.py /tmp/fig  # the summary again
+#	ONLY="nhd limit" docs/bench/figures.sh  # only these steps (names below)
 #
 # Run it on a quiet machine: it waits up to WAIT seconds (300) for the
 # one-minute load average to fall below 1 and says in the summary if it
@@ -42,6 +43,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 step() { # name command...: runs command, output to OUT/name.txt
 	local name=$1
 	shift
+	[ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $name "* ]] || return 0
 	echo "$name $(date -u +%T) $(cut -d' ' -f1-3 /proc/loadavg)" >>"$log"
 	echo "== $name" >&2
 	"$@" >"$OUT/$name.txt" 2>&1
