@@ -296,16 +296,15 @@ func (d *driver) step() (time.Duration, error) {
 		d.next = 0
 	}
 	var err error
-	var t1, t2 time.Time // around the bridge's command
+	t1 := t0 // when the bridge's command starts
 	if d.write {
 		d.h.Fill(d.buf, off)
 		t1 = time.Now()
 		err = d.b.Write(d.buf, off)
 	} else {
-		t1 = t0
 		err = d.b.Read(d.buf, off)
 	}
-	t2 = time.Now()
+	t2 := time.Now()
 	if err == nil {
 		if got, want := d.b.Sum(), d.h.Sum(d.buf, off); got != want {
 			err = fmt.Errorf("bridge: checksum %#04x, the data's %#04x", got, want)
