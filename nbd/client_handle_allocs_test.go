@@ -12,9 +12,9 @@ import (
 
 // StartReadAt, StartWriteAt and Wait allocate nothing in steady state
 // (the in-process server included; the race detector allocates on its
-// own, hence the build tag).
-// A context that can end costs nothing per request either: the
-// connection keeps its registration with it from one request to the next.
+// own, hence the build tag), with a context that never ends and with one
+// that can: the connection keeps its registration with the latter from
+// one request to the next.
 func TestHandleZeroAllocs(t *testing.T) {
 	cancellable, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -11,10 +11,10 @@ import (
 // callers' contexts share a Done channel: one context for every call of a
 // session, or values derived from it with context.WithValue. A
 // registration allocates and takes the context's lock (contended when
-// many goroutines share the context); one per request made a request with
-// a cancellable context dearer than one with context.Background
-// (BenchmarkClientCancellableContext). Now a caller pays for it only when
-// its context changes.
+// many goroutines share the context), and one per request made a request
+// with a cancellable context dearer than one with context.Background
+// (BenchmarkClientCancellableContext); so the watch registers anew only
+// when the context changes.
 //
 // A registration cuts only while a read of a caller with its Done channel
 // is in progress (between begin and end), so a context that ends later,
