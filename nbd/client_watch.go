@@ -6,15 +6,20 @@ import (
 )
 
 // clientWatch cuts a connection's blocking read (or write) when the
-// context of the caller making it ends, as context.AfterFunc does, but
-// keeps its registration from one read to the next for as long as the
-// callers' contexts share a Done channel: one context for every call of a
-// session, or values derived from it with context.WithValue. A
-// registration allocates and takes the context's lock (contended when
-// many goroutines share the context), and one per request made a request
-// with a cancellable context dearer than one with context.Background
-// (BenchmarkClientCancellableContext); so the watch registers anew only
-// when the context changes.
+// context of the caller making it ends, as context.AfterFunc does, and
+// keeps its registration from one read to the next while the callers'
+// contexts share a Done channel: one context for every call of a session,
+// or values derived from it with context.WithValue. A registration
+// allocates and takes the context's lock (contended when many goroutines
+// share the context), and one per request made a request with a
+// cancellable context dearer than one with context.Background
+// (BenchmarkClientCancellableContext).
+//
+// A registration is kept only from the second read in a row under the
+// same Done channel on: a context made for one call (WithRequestTimeout's,
+// or a caller's context.WithTimeout per request) is dropped when its read
+// ends, as it must be, since a registration still there when the call
+// cancels its context would start a goroutine to run its callback.
 //
 // A registration cuts only while a read of a caller with its Done channel
 // is in progress (between begin and end), so a context that ends later,
@@ -25,6 +30,8 @@ type clientWatch struct {
 	mu     sync.Mutex
 	done   <-chan struct{} // the Done channel of the context registered
 	stop   func() bool     // its registration's
+	kept   bool            // the registration outlives its read
+	last   <-chan struct{} // the Done channel of the last read's context
 	armed  bool            // a read under done is in progress
 	cut    bool            // and was cut
 	closed bool            // the connection is gone: register nothing more
@@ -45,15 +52,23 @@ func (w *clientWatch) begin(ctx context.Context) bool {
 		return false
 	}
 	if d != w.done {
-		if w.stop != nil {
-			w.stop()
-		}
+		w.drop()
 		// The callback runs on a goroutine of its own, even for a context
 		// that has already ended, so registering under mu is safe.
 		w.done, w.stop = d, context.AfterFunc(ctx, func() { w.fire(d) })
+		w.kept = d == w.last
 	}
+	w.last = d
 	w.armed, w.cut = true, false
 	return true
+}
+
+// drop ends the registration, if there is one. Call with mu held.
+func (w *clientWatch) drop() {
+	if w.stop != nil {
+		w.stop()
+	}
+	w.done, w.stop, w.kept = nil, nil, false
 }
 
 // fire is the callback of the registration for done.
@@ -72,6 +87,9 @@ func (w *clientWatch) end() (cut bool) {
 	w.mu.Lock()
 	cut = w.cut
 	w.armed, w.cut = false, false
+	if !w.kept {
+		w.drop()
+	}
 	w.mu.Unlock()
 	return cut
 }
@@ -80,9 +98,7 @@ func (w *clientWatch) end() (cut bool) {
 // connection does not keep it reachable, and registers nothing more.
 func (w *clientWatch) close() {
 	w.mu.Lock()
-	if w.stop != nil {
-		w.stop()
-	}
-	w.done, w.stop, w.closed = nil, nil, true
+	w.drop()
+	w.closed = true
 	w.mu.Unlock()
 }

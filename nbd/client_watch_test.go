@@ -75,8 +75,9 @@ func (c *countingCtx) counts() (regs, live int) {
 }
 
 // TestClientWatch follows clientWatch through the ways a connection uses
-// it: one registration while the contexts share a Done channel, a new one
-// when they do not, cuts only of a read in progress under the context
+// it: a registration kept from the second read in a row under one Done
+// channel, a new one when the channel changes, one dropped with its read
+// when it is not kept, cuts only of a read in progress under the context
 // that ended, none after close.
 func TestClientWatch(t *testing.T) {
 	kicks := 0 // under w.mu
@@ -99,8 +100,9 @@ func TestClientWatch(t *testing.T) {
 		t.Fatal("not armed for a child of a")
 	}
 	w.end()
-	if regs, live := a.counts(); regs != 1 || live != 1 {
-		t.Fatalf("a: %d registrations, %d live; want 1, 1", regs, live)
+	// The first read's registration went with it, the second's stays.
+	if regs, live := a.counts(); regs != 2 || live != 1 {
+		t.Fatalf("a: %d registrations, %d live; want 2, 1", regs, live)
 	}
 
 	// Another context: a's registration goes, b's comes. A callback of
@@ -111,8 +113,8 @@ func TestClientWatch(t *testing.T) {
 	if kicks != 0 {
 		t.Fatal("a's late callback cut b's read")
 	}
-	if regs, live := a.counts(); regs != 1 || live != 0 {
-		t.Fatalf("a: %d registrations, %d live; want 1, 0", regs, live)
+	if regs, live := a.counts(); regs != 2 || live != 0 {
+		t.Fatalf("a: %d registrations, %d live; want 2, 0", regs, live)
 	}
 	b.cancel() // its callback runs on a goroutine of its own
 	select {
@@ -133,24 +135,38 @@ func TestClientWatch(t *testing.T) {
 		t.Fatal("c ended between reads and cut one")
 	}
 
+	// A context for one read is not registered once that read is over.
+	for range 3 {
+		e := newCountingCtx()
+		w.begin(e)
+		w.end()
+		if regs, live := e.counts(); regs != 1 || live != 0 {
+			t.Fatalf("a context of one read: %d registrations, %d live after it; want 1, 0", regs, live)
+		}
+	}
+
 	d := newCountingCtx()
-	w.begin(d)
-	w.end()
+	for range 2 {
+		w.begin(d)
+		w.end()
+	}
 	w.close()
-	if regs, live := d.counts(); regs != 1 || live != 0 {
-		t.Fatalf("d after close: %d registrations, %d live; want 1, 0", regs, live)
+	if regs, live := d.counts(); regs != 2 || live != 0 {
+		t.Fatalf("d after close: %d registrations, %d live; want 2, 0", regs, live)
 	}
 	if w.begin(d) {
 		t.Fatal("armed after close")
 	}
-	if regs, _ := d.counts(); regs != 1 {
+	if regs, _ := d.counts(); regs != 2 {
 		t.Fatal("registered after close")
 	}
 }
 
 // TestClientContextRegistrations runs requests with one cancellable
-// context: the connection registers with it once for its reads and once
-// for its writes, not per request, and drops both when it closes.
+// context: the connection registers with it at most twice for its reads
+// and twice for its writes, not per request, keeps one of each, and drops
+// both when it closes. Requests each with a context of its own leave no
+// registration behind.
 func TestClientContextRegistrations(t *testing.T) {
 	path := serverTestStart(t, &Server{Exports: []Export{{Name: "w", Backend: NewMemDisk(1 << 20)}}})
 	c, err := Dial(context.Background(), serverTestURI(path, "w"))
@@ -158,8 +174,21 @@ func TestClientContextRegistrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := newCountingCtx()
 	buf := make([]byte, 4096)
+	for i := range 20 {
+		own := newCountingCtx()
+		h, err := c.StartWriteAt(own, buf, int64(i)*4096)
+		if err == nil {
+			err = c.Wait(own, h)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, live := own.counts(); live != 0 {
+			t.Fatalf("request %d: %d registrations with its own context live after it", i, live)
+		}
+	}
+	ctx := newCountingCtx()
 	for i := range 50 {
 		w, err := c.StartWriteAt(ctx, buf, int64(i)*4096)
 		if err != nil {
@@ -176,8 +205,8 @@ func TestClientContextRegistrations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if regs, live := ctx.counts(); regs > 2 || live != regs {
-		t.Errorf("after 100 requests: %d registrations, %d live; want at most 2, all live", regs, live)
+	if regs, live := ctx.counts(); regs > 4 || live != 2 {
+		t.Errorf("after 100 requests: %d registrations, %d live; want at most 4, 2 live", regs, live)
 	}
 	c.Close()
 	_, live := ctx.counts()
@@ -187,20 +216,42 @@ func TestClientContextRegistrations(t *testing.T) {
 }
 
 // BenchmarkClientCancellableContext reads 64 KiB at a time from an
-// in-process server with a context that never ends and with one that can:
-// the two should cost the same.
+// in-process server with a context that never ends, with one that can
+// (shared by every request), with a context of its own per request, and
+// with WithRequestTimeout's (one per call): the first two should cost the
+// same, the last two what registering per request costs.
 //
 //	go test -run '^$' -bench ClientCancellableContext -count=6 ./nbd
 func BenchmarkClientCancellableContext(b *testing.B) {
 	path := serverTestStart(b, &Server{Exports: []Export{{Name: "b", Backend: NewMemDisk(64 << 20)}}})
-	cancellable, cancel := context.WithCancel(context.Background())
+	shared, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	read := func(ctx context.Context, c *Client, p []byte, off int64) error {
+		h, err := c.StartReadAt(ctx, p, off)
+		if err == nil {
+			err = c.Wait(ctx, h)
+		}
+		return err
+	}
 	for _, bc := range []struct {
 		name string
-		ctx  context.Context
-	}{{"background", context.Background()}, {"cancellable", cancellable}} {
+		opts []Option
+		read func(c *Client, p []byte, off int64) error
+	}{
+		{"background", nil, func(c *Client, p []byte, off int64) error { return read(context.Background(), c, p, off) }},
+		{"cancellable", nil, func(c *Client, p []byte, off int64) error { return read(shared, c, p, off) }},
+		{"per-request", nil, func(c *Client, p []byte, off int64) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			return read(ctx, c, p, off)
+		}},
+		{"request-timeout", []Option{WithRequestTimeout(time.Minute)}, func(c *Client, p []byte, off int64) error {
+			_, err := c.ReadAt(p, off)
+			return err
+		}},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
-			c, err := Dial(context.Background(), serverTestURI(path, "b"))
+			c, err := Dial(context.Background(), serverTestURI(path, "b"), bc.opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -210,11 +261,7 @@ func BenchmarkClientCancellableContext(b *testing.B) {
 			b.ReportAllocs()
 			off := int64(0)
 			for b.Loop() {
-				h, err := c.StartReadAt(bc.ctx, buf, off)
-				if err == nil {
-					err = c.Wait(bc.ctx, h)
-				}
-				if err != nil {
+				if err := bc.read(c, buf, off); err != nil {
 					b.Fatal(err)
 				}
 				off = (off + int64(len(buf))) % (64 << 20)
