@@ -13,7 +13,7 @@ import (
 // allocates and takes the context's lock (contended when many goroutines
 // share the context), and one per request made a request with a
 // cancellable context dearer than one with context.Background
-// (BenchmarkClientCancellableContext).
+// (BenchmarkCallContexts).
 //
 // A registration is kept only from the second read in a row under the
 // same Done channel on: a context made for one call (WithRequestTimeout's,
