@@ -68,7 +68,8 @@ type Client struct {
 
 	minBlock, prefBlock, maxPayload uint32 // effective constraints
 
-	reqTimeout time.Duration // WithRequestTimeout: bound of the calls without a context
+	reqTimeout time.Duration  // WithRequestTimeout: bound of the calls without a context
+	timeouts   clientTimeouts // their contexts, kept from call to call
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -304,6 +305,8 @@ func newClient(n *Negotiator, e ExportInfo) (*Client, error) {
 	}
 	c.minBlock, c.prefBlock, c.maxPayload = clientBlockLimits(e)
 	c.reqTimeout = n.cfg.requestTimeout
+	// As many bounded calls as can have requests in flight keep theirs.
+	c.timeouts.max = n.cfg.maxInFlight * max(1, n.cfg.connections)
 	cc := newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)
 	cc.spin.window = n.cfg.replySpin
 	if n.cfg.splice {
@@ -469,16 +472,22 @@ func (c *Client) checkFlags(cmd Command, flags, allowed CmdFlags) error {
 	return nil
 }
 
-// clientNoCancel is the cancel function of a context that needs none.
-var clientNoCancel context.CancelFunc = func() {}
-
-// ctxless returns the context of a call made without one: unbounded, or
-// bounded by WithRequestTimeout.
-func (c *Client) ctxless() (context.Context, context.CancelFunc) {
+// ctxless returns the context of a call made without one: unbounded
+// (t nil), or bounded by WithRequestTimeout (t, which the call gives back
+// with endCall when it ends).
+func (c *Client) ctxless() (ctx context.Context, t *clientTimeout) {
 	if c.reqTimeout <= 0 {
-		return context.Background(), clientNoCancel
+		return context.Background(), nil
 	}
-	return context.WithTimeout(context.Background(), c.reqTimeout)
+	t = c.timeouts.get(c.reqTimeout)
+	return t, t
+}
+
+// endCall gives back the context of a call made without one.
+func (c *Client) endCall(t *clientTimeout) {
+	if t != nil {
+		c.timeouts.put(t)
+	}
 }
 
 // ReadAt reads len(p) bytes at off (io.ReaderAt). Reading past the end of
@@ -495,8 +504,8 @@ func (c *Client) ReadAt(p []byte, off int64) (n int, err error) {
 	if off >= 0 && int64(len(p)) > c.size-off {
 		want = p[:c.size-off]
 	}
-	ctx, cancel := c.ctxless()
-	defer cancel()
+	ctx, t := c.ctxless()
+	defer c.endCall(t)
 	if err := c.Pread(ctx, want, off, 0); err != nil {
 		return 0, err
 	}
@@ -537,8 +546,8 @@ func (c *Client) pread(ctx context.Context, p []byte, off int64, flags CmdFlags)
 // split write reached the disk is unknown. WithRequestTimeout bounds it
 // (default: no bound).
 func (c *Client) WriteAt(p []byte, off int64) (n int, err error) {
-	ctx, cancel := c.ctxless()
-	defer cancel()
+	ctx, t := c.ctxless()
+	defer c.endCall(t)
 	if err := c.Pwrite(ctx, p, off, 0); err != nil {
 		return 0, err
 	}
@@ -548,8 +557,8 @@ func (c *Client) WriteAt(p []byte, off int64) (n int, err error) {
 // WriteAtFUA writes p at off durably (FUA). Without SEND_FUA it writes and
 // then flushes.
 func (c *Client) WriteAtFUA(p []byte, off int64) (n int, err error) {
-	ctx, cancel := c.ctxless()
-	defer cancel()
+	ctx, t := c.ctxless()
+	defer c.endCall(t)
 	if c.info.Flags.Has(ExportSendFUA) {
 		err = c.Pwrite(ctx, p, off, FlagFUA)
 	} else if err = c.Pwrite(ctx, p, off, 0); err == nil {

@@ -16,10 +16,12 @@ import (
 // (BenchmarkCallContexts).
 //
 // A registration is kept only from the second read in a row under the
-// same Done channel on: a context made for one call (WithRequestTimeout's,
-// or a caller's context.WithTimeout per request) is dropped when its read
-// ends, as it must be, since a registration still there when the call
-// cancels its context would start a goroutine to run its callback.
+// same Done channel on: a context made for one call (a caller's
+// context.WithTimeout per request) is dropped when its read ends, as it
+// must be, since a registration still there when the call cancels its
+// context would start a goroutine to run its callback. WithRequestTimeout's
+// contexts (clientTimeout) are registered with directly, without
+// allocating, and dropped with each read.
 //
 // A registration cuts only while a read of a caller with its Done channel
 // is in progress (between begin and end), so a context that ends later,
@@ -29,7 +31,8 @@ import (
 type clientWatch struct {
 	mu     sync.Mutex
 	done   <-chan struct{} // the Done channel of the context registered
-	stop   func() bool     // its registration's
+	stop   func() bool     // its registration's (context.AfterFunc)
+	tm     *clientTimeout  // or the WithRequestTimeout context it is registered with
 	kept   bool            // the registration outlives its read
 	last   <-chan struct{} // the Done channel of the last read's context
 	armed  bool            // a read under done is in progress
@@ -53,10 +56,18 @@ func (w *clientWatch) begin(ctx context.Context) bool {
 	}
 	if d != w.done {
 		w.drop()
-		// The callback runs on a goroutine of its own, even for a context
-		// that has already ended, so registering under mu is safe.
-		w.done, w.stop = d, context.AfterFunc(ctx, func() { w.fire(d) })
-		w.kept = d == w.last
+		if t, ok := ctx.(*clientTimeout); ok {
+			// One per call, used again by later calls: registered
+			// without allocating, and never kept past the read.
+			t.watch(w)
+			w.done, w.tm = d, t
+		} else {
+			// The callback runs on a goroutine of its own, even for a
+			// context that has already ended, so registering under mu
+			// is safe.
+			w.done, w.stop = d, context.AfterFunc(ctx, func() { w.fire(d) })
+			w.kept = d == w.last
+		}
 	}
 	w.last = d
 	w.armed, w.cut = true, false
@@ -68,7 +79,10 @@ func (w *clientWatch) drop() {
 	if w.stop != nil {
 		w.stop()
 	}
-	w.done, w.stop, w.kept = nil, nil, false
+	if w.tm != nil {
+		w.tm.unwatch(w)
+	}
+	w.done, w.stop, w.tm, w.kept = nil, nil, nil, false
 }
 
 // fire is the callback of the registration for done.

@@ -218,8 +218,9 @@ func TestClientContextRegistrations(t *testing.T) {
 // BenchmarkCallContexts reads 64 KiB at a time from an
 // in-process server with a context that never ends, with one that can
 // (shared by every request), with a context of its own per request, and
-// with WithRequestTimeout's (one per call): the first two should cost the
-// same, the last two what registering per request costs. (Its name keeps
+// with WithRequestTimeout's (one per call, kept by the client for the
+// next): all but the third should cost the same, the third what
+// registering per request costs. (Its name keeps
 // it out of the allocation check of BenchmarkClient and BenchmarkServer,
 // docs/bench/figures.sh: a context per call allocates by design.)
 //
