@@ -64,11 +64,10 @@ def env():
     print(read("steps") or "", end="")
 
 
-def table4():
-    head("Table 4 (go run ./examples/nhd), medians over the runs")
-    text = missing("nhd")
-    if text is None:
-        return
+def nhd_runs(text):
+    """examples/nhd's output: speed-ups by (direction, row), the bridge
+    across commands as a share of its back end by direction, and the
+    worst model error of each run."""
     speed = collections.defaultdict(list)
     share = collections.defaultdict(list)
     worst = []
@@ -85,11 +84,32 @@ def table4():
         m = re.match(r"^model error: worst ([\d.]+)%", line)
         if m:
             worst.append(float(m.group(1)))
-    for (d, row), v in speed.items():
-        print("%-5s %-28s speed-up %s" % (d, row, med(v, "x")))
+    return speed, share, worst
+
+
+def print_share(share, where):
     for d, v in share.items():
-        print("%-5s pipelined across commands: %s of the bare client at the same depth, the host's work left out of both (goal 90%%)" % (d, med(v, "%")))
-    print("worst model error over the 12 rows: %s (goal 10%%)" % med(worst, "%"))
+        print("%-5s pipelined across commands%s: %s of the bare client at the same depth, the host's work left out of both (goal 90%%)" % (d, where, med(v, "%")))
+
+
+def table4():
+    head("Table 4 (go run ./examples/nhd), medians over the runs")
+    text = missing("nhd")
+    if text is not None:
+        speed, share, worst = nhd_runs(text)
+        for (d, row), v in speed.items():
+            print("%-5s %-28s speed-up %s" % (d, row, med(v, "x")))
+        print_share(share, "")
+        print("worst model error over the 12 rows: %s (goal 10%%)" % med(worst, "%"))
+    head("Table 4's bridge across commands, nbdkit in another process against the server in process, alternated")
+    text = missing("nhd-nbdkit")
+    if text is None:
+        return
+    for name, where in (("nbdkit", ", nbdkit"), ("in-process", ", in process")):
+        runs = re.findall(r"^### %s run \d+\n(.*?)(?=^### |\Z)" % name, text, re.S | re.M)
+        _, share, worst = nhd_runs("".join(runs))
+        print_share(share, where)
+        print("worst model error%s: %s" % (where, med(worst, "%")))
 
 
 def sidebyside():

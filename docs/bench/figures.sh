@@ -58,6 +58,29 @@ go build -o "$BIN/nhd" ./examples/nhd &&
 
 nhd5() { for i in 1 2 3 4 5; do echo "### run $i"; "$BIN/nhd"; done; }
 step nhd nhd5
+# Table 4 against nbdkit in another process, alternated with the server
+# in process: how far the bridge across commands gets from its back end
+# when the server is not in the same Go runtime.
+nhdkit() {
+	local dir np i
+	dir=$(mktemp -d)
+	nbdkit --foreground --exit-with-parent --unix "$dir/s" memory size=1G &
+	np=$!
+	for _ in $(seq 50); do [ -S "$dir/s" ] && break; sleep 0.1; done
+	for i in 1 2 3 4; do
+		echo "### nbdkit run $i"
+		"$BIN/nhd" -uri "nbd+unix:///?socket=$dir/s"
+		echo "### in-process run $i"
+		"$BIN/nhd"
+	done
+	kill "$np"
+	rm -rf "$dir"
+}
+if have nbdkit; then
+	step nhd-nbdkit nhdkit
+else
+	skip nhd-nbdkit "needs nbdkit (Debian: nbdkit)"
+fi
 if have nbdkit && have fio; then
 	step sbs-nbdkit env NBDBENCH="$BIN/nbdbench" RUNS=3 RT=3 examples/nbdbench/sidebyside.sh
 	step sbs-nhd env SERVER=nhd NBDSERVER="$BIN/nbd-server" NBDBENCH="$BIN/nbdbench" RUNS=3 RT=3 examples/nbdbench/sidebyside.sh
