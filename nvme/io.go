@@ -209,16 +209,8 @@ func (q *Queue) LendRead(cmd *Command, n int, pieces []nbd.LentPiece) (_ []nbd.L
 // fail or that the backend does not take: the caller then runs Exec with
 // p's bytes. Like Exec, it is safe for concurrent use.
 func (q *Queue) WritePage(cmd *Command, p *[nbd.PageSize]byte) (old *[nbd.PageSize]byte, cpl Completion, ok bool) {
-	if cmd.Opcode != OpWrite || cmd.CDW12&CDW12FUA != 0 {
-		return nil, Completion{}, false
-	}
-	ns := q.ioNamespace(cmd)
-	if ns == nil || ns.ReadOnly {
-		return nil, Completion{}, false
-	}
-	t, isTaker := ns.Backend.(nbd.PageTaker)
-	off, length, inside := ns.span(cmd)
-	if !isTaker || !inside || length != nbd.PageSize || off%nbd.PageSize != 0 {
+	_, t, off, length := q.pageWrite(cmd)
+	if t == nil || length != nbd.PageSize {
 		return nil, Completion{}, false
 	}
 	old, ok = t.TakePage(p, off)

@@ -31,6 +31,7 @@ var benchJobs = []benchJob{
 	{"4KiB-randread-qd32", 4 << 10, 32, false},
 	{"64KiB-read-qd8", 64 << 10, 8, false},
 	{"64KiB-write-qd8", 64 << 10, 8, true},
+	{"128KiB-write-qd8", 128 << 10, 8, true}, // two pages: a PageTaker takes both
 }
 
 // runJob runs b.N I/Os of job over d from job.depth goroutines.

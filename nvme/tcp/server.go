@@ -51,16 +51,18 @@ const (
 // completion ready (C2HData, its data and the CapsuleResp) in one writev;
 // the reader holds them back while the host's next PDU is already
 // buffered, so a burst's completions leave together. A read from an
-// nbd.Lender is sent from the backend's memory, a write of a whole page
-// to an nbd.PageTaker is handed over, and large write data is read from
-// the socket straight into the buffer the backend gets. Each queue has
-// one slot per entry (the Connect's SQSIZE + 1, at most the Fabric's
-// QueueDepth), whose data buffer grows to the largest transfer seen, at
-// most the Fabric's MaxTransfer: memory per queue is bounded by
-// QueueDepth x MaxTransfer, and in steady state a command allocates
-// nothing. Writes larger than the
-// in-capsule size are fetched with one R2T each. Malformed PDUs end the
-// connection with a C2HTermReq. An admin queue whose controller has a keep
+// nbd.Lender is sent from the backend's memory, the pages of a write of
+// whole, aligned pages to an nbd.PageTaker are handed over, and large
+// write data is read from the socket straight into the buffer (or the
+// pages) the backend gets. Each queue has one slot per entry (the
+// Connect's SQSIZE + 1, at most the Fabric's QueueDepth), whose data
+// buffer grows to the largest transfer seen, at most the Fabric's
+// MaxTransfer, and which keeps as many pages as its largest write of
+// pages: memory per queue is bounded by 2 x QueueDepth x MaxTransfer, and
+// in steady state a command allocates nothing (a page the backend gives
+// none back for, on the first write of its range, is made anew). Writes
+// larger than the in-capsule size are fetched with one R2T each.
+// Malformed PDUs end the connection with a C2HTermReq. An admin queue whose controller has a keep
 // alive timeout is dropped after twice that time (plus a few seconds)
 // without a PDU from the host; ICReq and Connect must arrive within
 // HandshakeTimeout.

@@ -47,6 +47,11 @@ type slot struct {
 	pieces []nbd.LentPiece
 	loan   nvme.Loan
 	arg    []byte // the data of a command handed to a worker
+	// A write of whole pages that the backend takes (nvme.Queue.WritePages):
+	// its data is pages, not buf. The pages the backend gives back stay for
+	// the slot's next such write.
+	pages []*[nbd.PageSize]byte
+	paged bool
 	// A command started on an asynchronous backend (nvme.Queue.Start),
 	// for a worker to finish, and when it started.
 	pend    nvme.Pending
@@ -326,7 +331,7 @@ func (c *conn) command() error {
 	}
 	c.held++
 	sl := &c.slots[i]
-	sl.cmd, sl.state, sl.bad, sl.n = p.Cmd, slotBusy, false, 0
+	sl.cmd, sl.state, sl.bad, sl.n, sl.paged = p.Cmd, slotBusy, false, 0, false
 	if h := c.sqhd.Load() + 1; int(h) < len(c.slots) {
 		c.sqhd.Store(h)
 	} else {
@@ -335,26 +340,7 @@ func (c *conn) command() error {
 	sgl, inCap, dir := sl.cmd.SGL, c.r.data, sl.cmd.Direction()
 	switch {
 	case inCap > 0:
-		switch {
-		case sgl.Type != nvme.SGLDataBlockOffset:
-			return c.finish(i, nvme.StatusSGLTypeInvalid|nvme.StatusDNR)
-		case sgl.Addr != 0 || inCap > c.inCapsuleLimit():
-			return c.finish(i, nvme.StatusSGLOffsetInvalid|nvme.StatusDNR)
-		case int(sgl.Length) != inCap:
-			return c.finish(i, nvme.StatusSGLLengthInvalid|nvme.StatusDNR)
-		case dir != nvme.DirHostToCtrl:
-			return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
-		}
-		buf := sl.data(inCap)
-		if err := c.readPayload(buf); err != nil {
-			return err
-		}
-		if err := c.r.endData(); err == ErrDataDigest {
-			return c.finish(i, nvme.StatusDataTransferError)
-		} else if err != nil {
-			return err
-		}
-		return c.run(i, buf)
+		return c.inCapsule(i, inCap)
 	case sgl.Length == 0 || dir == nvme.DirNone:
 		return c.run(i, nil)
 	case sgl.Type != nvme.SGLTransportDataBlock:
@@ -362,7 +348,9 @@ func (c *conn) command() error {
 	case int64(sgl.Length) > int64(c.maxTransfer):
 		return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
 	case dir == nvme.DirHostToCtrl:
-		sl.data(int(sgl.Length))
+		if !c.takesPages(sl, int(sgl.Length)) {
+			sl.data(int(sgl.Length))
+		}
 		sl.got, sl.state = 0, slotData
 		return c.send(kindR2T | uint32(i))
 	case dir == nvme.DirCtrlToHost:
@@ -372,6 +360,39 @@ func (c *conn) command() error {
 		return c.run(i, sl.data(int(sgl.Length)))
 	}
 	return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
+}
+
+// inCapsule takes the inCap bytes of data in slot i's CapsuleCmd and runs
+// its command.
+func (c *conn) inCapsule(i uint16, inCap int) error {
+	sl := &c.slots[i]
+	switch sgl := sl.cmd.SGL; {
+	case sgl.Type != nvme.SGLDataBlockOffset:
+		return c.finish(i, nvme.StatusSGLTypeInvalid|nvme.StatusDNR)
+	case sgl.Addr != 0 || inCap > c.inCapsuleLimit():
+		return c.finish(i, nvme.StatusSGLOffsetInvalid|nvme.StatusDNR)
+	case int(sgl.Length) != inCap:
+		return c.finish(i, nvme.StatusSGLLengthInvalid|nvme.StatusDNR)
+	case sl.cmd.Direction() != nvme.DirHostToCtrl:
+		return c.finish(i, nvme.StatusInvalidField|nvme.StatusDNR)
+	}
+	var buf []byte // nil when the data is read into pages
+	var err error
+	if c.takesPages(sl, inCap) {
+		err = c.readPages(sl, 0, inCap)
+	} else {
+		buf = sl.data(inCap)
+		err = c.readPayload(buf)
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.r.endData(); err == ErrDataDigest {
+		return c.finish(i, nvme.StatusDataTransferError)
+	} else if err != nil {
+		return err
+	}
+	return c.run(i, buf)
 }
 
 // h2cData takes an H2CData PDU for a slot waiting for data.
@@ -394,7 +415,13 @@ func (c *conn) h2cData() error {
 	case int64(d.DataL) > int64(sl.n-sl.got):
 		return fatal(FESDataOutOfRange, 16, "H2CData past the command's data")
 	}
-	if err := c.readPayload(sl.buf[sl.got : sl.got+int(d.DataL)]); err != nil {
+	var err error
+	if sl.paged {
+		err = c.readPages(sl, sl.got, int(d.DataL))
+	} else {
+		err = c.readPayload(sl.buf[sl.got : sl.got+int(d.DataL)])
+	}
+	if err != nil {
 		return err
 	}
 	if err := c.r.endData(); err == ErrDataDigest {
@@ -410,13 +437,21 @@ func (c *conn) h2cData() error {
 	if sl.bad {
 		return c.finish(d.TTag, nvme.StatusDataTransferError)
 	}
+	if sl.paged {
+		return c.run(d.TTag, nil)
+	}
 	return c.run(d.TTag, sl.buf[:sl.n])
 }
 
 // exec runs the slot's command and sends its completion.
 func (c *conn) exec(i uint16, data []byte) error {
 	sl := &c.slots[i]
-	if c.writePage(sl, data) {
+	if sl.paged {
+		if c.writePages(sl) {
+			return c.complete(i)
+		}
+		data = sl.gather()
+	} else if c.writePage(sl, data) {
 		return c.complete(i)
 	}
 	ctx := c.s.ctx

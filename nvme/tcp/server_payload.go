@@ -11,9 +11,10 @@ import (
 // once: a read from an nbd.Lender is sent from the backend's memory (the
 // lent pieces go into the writev behind the C2HData header), a write's
 // data is read from the socket straight into the buffer handed to the
-// backend, and a whole page of an nbd.PageTaker is handed over instead of
-// copied. nbd's server does the same (nbd/server_read.go,
-// nbd/server_request.go).
+// backend, and the whole pages of a write to an nbd.PageTaker are handed
+// over instead of copied: one page in the slot's buffer (writePage),
+// several in pages of the slot's own (takesPages). nbd's server does the
+// same (nbd/server_read.go, nbd/server_request.go).
 
 // directMin is the smallest data the reader reads straight from the
 // socket rather than through its buffer.
@@ -94,4 +95,64 @@ func (c *conn) writePage(sl *slot, data []byte) bool {
 	}
 	sl.cpl = cpl
 	return true
+}
+
+// takesPages reports whether the slot's command, whose data is n bytes,
+// is a write of more than one whole page that the backend takes as pages
+// (nvme.Queue.TakesPages; one page goes through writePage), and if so
+// makes the slot's pages ready to read it into.
+func (c *conn) takesPages(sl *slot, n int) bool {
+	k := c.q.TakesPages(&sl.cmd)
+	if k < 2 || k*nbd.PageSize != n {
+		return false
+	}
+	if cap(sl.pages) < k {
+		p := make([]*[nbd.PageSize]byte, k)
+		copy(p, sl.pages[:cap(sl.pages)])
+		sl.pages = p
+	}
+	sl.pages = sl.pages[:k]
+	for j, p := range sl.pages {
+		if p == nil {
+			sl.pages[j] = new([nbd.PageSize]byte)
+		}
+	}
+	sl.paged, sl.n = true, n
+	return true
+}
+
+// readPages reads the next n bytes of the PDU's data into the slot's
+// pages, from byte at of the command's data on.
+func (c *conn) readPages(sl *slot, at, n int) error {
+	for n > 0 {
+		pg, o := at/nbd.PageSize, at%nbd.PageSize
+		k := min(n, nbd.PageSize-o)
+		if err := c.readPayload(sl.pages[pg][o : o+k]); err != nil {
+			return err
+		}
+		at, n = at+k, n-k
+	}
+	return nil
+}
+
+// writePages hands the slot's pages to the backend (nvme.Queue.WritePages);
+// the pages it gives back are the slot's for its next such write. It
+// reports false when the queue no longer takes them (the controller or
+// the namespace changed since takesPages).
+func (c *conn) writePages(sl *slot) bool {
+	sl.paged = false
+	cpl, ok := c.q.WritePages(&sl.cmd, sl.pages)
+	if ok {
+		sl.cpl = cpl
+	}
+	return ok
+}
+
+// gather copies the slot's pages into its buffer, for Exec.
+func (sl *slot) gather() []byte {
+	b := sl.data(sl.n)
+	for j, p := range sl.pages {
+		copy(b[j*nbd.PageSize:], p[:])
+	}
+	return b
 }
