@@ -284,7 +284,10 @@ func TestMeasureBareLeavesHostOut(t *testing.T) {
 		}
 	}
 	for _, rw := range m.Rows {
-		if rw.Measured > counted || rw.Bridge < 4*counted {
+		// Twice what the host allows, not more: the slowest row, store
+		// and forward, moves a block in about a millisecond under -race
+		// on a loaded machine, which is 62 MB/s.
+		if rw.Measured > counted || rw.Bridge < 2*counted {
 			t.Errorf("%s %s: measured %v, without the host %v; want the host's %v per block in the first (it alone allows %v), not in the second",
 				rw.Dir, rw.Variant.Name, rw.Measured, rw.Bridge, d, counted)
 		}
