@@ -95,6 +95,7 @@ type conn struct {
 	execNs  atomic.Int64  // moving average of a command's Exec
 	sqhd    atomic.Uint32 // the SQ head after the last command taken
 	src     *sockReader   // what r reads through
+	pieces  [][]byte      // readPagesDirect's readv (maxReadPieces)
 
 	// The pen (server_send.go): under wmu, the queue of items to write,
 	// whether someone writes them, the first write error.
@@ -118,6 +119,7 @@ type conn struct {
 
 func (c *conn) serve() error {
 	c.src = newSockReader(c)
+	c.pieces = make([][]byte, 0, maxReadPieces)
 	c.r = newPDUReader(c.src, max(c.maxTransfer, adminInCapsule))
 	c.snd.batch = zerocopy.NewBatch(c.nc)
 	c.nc.SetDeadline(time.Now().Add(c.s.handshakeTimeout()))

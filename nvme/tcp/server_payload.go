@@ -121,9 +121,30 @@ func (c *conn) takesPages(sl *slot, n int) bool {
 	return true
 }
 
+// maxReadPieces bounds the pieces of one readv into a write's pages (and
+// what follows them): 1 MiB of pages a call.
+const maxReadPieces = 17
+
 // readPages reads the next n bytes of the PDU's data into the slot's
-// pages, from byte at of the command's data on.
+// pages, from byte at of the command's data on: what is buffered, then
+// the rest straight from the socket, into as many pages as one readv
+// takes (readPagesDirect), as readPayload does into one buffer.
 func (c *conn) readPages(sl *slot, at, n int) error {
+	r := c.r
+	if c.src.rc != nil && n >= directMin && len(c.src.ahead) == 0 && r.br.Buffered() < n {
+		if n > r.data {
+			panic("nvme/tcp: readPages past the PDU's data")
+		}
+		for b := r.br.Buffered(); b > 0; {
+			o := at % nbd.PageSize
+			k := min(b, nbd.PageSize-o)
+			if err := r.readData(sl.pages[at/nbd.PageSize][o : o+k]); err != nil {
+				return err
+			}
+			at, n, b = at+k, n-k, b-k
+		}
+		return c.readPagesDirect(sl, at, n)
+	}
 	for n > 0 {
 		pg, o := at/nbd.PageSize, at%nbd.PageSize
 		k := min(n, nbd.PageSize-o)
@@ -155,4 +176,42 @@ func (sl *slot) gather() []byte {
 		copy(b[j*nbd.PageSize:], p[:])
 	}
 	return b
+}
+
+// readPagesDirect reads n bytes of the PDU's data, none of them
+// buffered, from the socket straight into the slot's pages from byte at
+// of the command's data on, digesting them.
+func (c *conn) readPagesDirect(sl *slot, at, n int) error {
+	r := c.r
+	c.src.retries = 0
+	defer clear(c.pieces[:cap(c.pieces)]) // keep no page alive
+	for n > 0 {
+		pieces := c.pieces[:0]
+		for a, m := at, n; m > 0 && len(pieces) < maxReadPieces-1; {
+			o := a % nbd.PageSize
+			k := min(m, nbd.PageSize-o)
+			pieces = append(pieces, sl.pages[a/nbd.PageSize][o:o+k])
+			a, m = a+k, m-k
+		}
+		got, err := (*directReader)(c.src).readPieces(pieces)
+		if err == nil && got == 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return noEOF(err)
+		}
+		r.data -= got
+		at, n = at+got, n-got
+		for _, p := range pieces {
+			k := min(got, len(p))
+			if r.dgst {
+				r.crc = crc32.Update(r.crc, castagnoli, p[:k])
+			}
+			if got -= k; got == 0 {
+				break
+			}
+		}
+	}
+	c.src.limit = fillAfterDirect
+	return nil
 }

@@ -17,3 +17,22 @@ func rawRead(fd uintptr, p []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// rawReadvPieces is readv(2) into pieces (at most maxReadPieces of them),
+// as rawRead.
+func rawReadvPieces(fd uintptr, pieces [][]byte) (int, error) {
+	var iov [maxReadPieces]syscall.Iovec
+	k := 0
+	for _, p := range pieces[:min(len(pieces), maxReadPieces)] {
+		if len(p) > 0 {
+			iov[k].Base = &p[0]
+			iov[k].SetLen(len(p))
+			k++
+		}
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}

@@ -34,7 +34,8 @@ type sockReader struct {
 	ahead []byte // read by a direct read beyond its payload, not yet Read
 	abuf  [fillAfterDirect]byte
 
-	p, q    []byte // the raw call's destinations: q after p, by readv
+	p, q    []byte   // the raw call's destinations: q after p, by readv
+	v       [][]byte // or these, by readv (readPieces)
 	n       int
 	err     error
 	blocked bool
@@ -96,11 +97,32 @@ func (d *directReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// readPieces reads the rest of a payload straight into pieces, and what
+// follows it into ahead, in one readv, as Read does into one buffer; it
+// returns the bytes that landed in pieces. The socket has a descriptor,
+// nothing is ahead, and pieces has room for one more piece (which it
+// uses: the caller clears it).
+func (d *directReader) readPieces(pieces [][]byte) (int, error) {
+	s := (*sockReader)(d)
+	want := 0
+	for _, p := range pieces {
+		want += len(p)
+	}
+	s.rest, s.v = true, append(pieces, s.abuf[:])
+	n, err := s.readSock(nil)
+	s.rest, s.v = false, nil
+	if n > want {
+		s.ahead = s.abuf[:n-want]
+		n = want
+	}
+	return n, err
+}
+
 func (s *sockReader) readSock(b []byte) (int, error) {
 	if s.rc == nil {
 		return s.nc.Read(b)
 	}
-	if len(b) == 0 {
+	if len(b) == 0 && s.v == nil {
 		return 0, nil
 	}
 	s.p = b
@@ -127,7 +149,9 @@ func (s *sockReader) read(fd uintptr) bool {
 	for {
 		var n int
 		var err error
-		if s.q != nil {
+		if s.v != nil {
+			n, err = rawReadvPieces(fd, s.v)
+		} else if s.q != nil {
 			n, err = rawReadv(fd, s.p, s.q)
 		} else {
 			n, err = rawRead(fd, s.p)
