@@ -136,24 +136,29 @@ func (c *conn) readPages(sl *slot, at, n int) error {
 			panic("nvme/tcp: readPages past the PDU's data")
 		}
 		for b := r.br.Buffered(); b > 0; {
-			o := at % nbd.PageSize
-			k := min(b, nbd.PageSize-o)
-			if err := r.readData(sl.pages[at/nbd.PageSize][o : o+k]); err != nil {
+			p := sl.piece(at, b)
+			if err := r.readData(p); err != nil {
 				return err
 			}
-			at, n, b = at+k, n-k, b-k
+			at, n, b = at+len(p), n-len(p), b-len(p)
 		}
 		return c.readPagesDirect(sl, at, n)
 	}
 	for n > 0 {
-		pg, o := at/nbd.PageSize, at%nbd.PageSize
-		k := min(n, nbd.PageSize-o)
-		if err := c.readPayload(sl.pages[pg][o : o+k]); err != nil {
+		p := sl.piece(at, n)
+		if err := c.readPayload(p); err != nil {
 			return err
 		}
-		at, n = at+k, n-k
+		at, n = at+len(p), n-len(p)
 	}
 	return nil
+}
+
+// piece returns the slot's pages from byte at of the command's data on, at
+// most n bytes and no further than the end of at's page.
+func (sl *slot) piece(at, n int) []byte {
+	o := at % nbd.PageSize
+	return sl.pages[at/nbd.PageSize][o : o+min(n, nbd.PageSize-o)]
 }
 
 // writePages hands the slot's pages to the backend (nvme.Queue.WritePages);
@@ -188,10 +193,9 @@ func (c *conn) readPagesDirect(sl *slot, at, n int) error {
 	for n > 0 {
 		pieces := c.pieces[:0]
 		for a, m := at, n; m > 0 && len(pieces) < maxReadPieces-1; {
-			o := a % nbd.PageSize
-			k := min(m, nbd.PageSize-o)
-			pieces = append(pieces, sl.pages[a/nbd.PageSize][o:o+k])
-			a, m = a+k, m-k
+			p := sl.piece(a, m)
+			pieces = append(pieces, p)
+			a, m = a+len(p), m-len(p)
 		}
 		got, err := (*directReader)(c.src).readPieces(pieces)
 		if err == nil && got == 0 {

@@ -49,7 +49,8 @@ func (c *conn) run(i uint16, data []byte) error {
 	if sl.paged {
 		// The backend takes pages: quick, no copy, never asynchronous.
 		return c.exec(i, nil)
-	} else if p, ok := c.q.Start(noCancel, &sl.cmd, data); ok {
+	}
+	if p, ok := c.q.Start(noCancel, &sl.cmd, data); ok {
 		sl.pend, sl.started, sl.t0 = p, true, time.Now()
 		return c.handOff(i)
 	}
