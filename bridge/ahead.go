@@ -124,6 +124,13 @@ type slot struct {
 // ErrNoTrim is returned by Ahead.Trim when the backend cannot discard.
 var ErrNoTrim = errors.New("bridge: backend cannot trim")
 
+// ErrWriteBehind marks a write behind that failed, reported by a later
+// call: the *ata.OffsetError that reports it wraps ErrWriteBehind and the
+// backend's error, so errors.Is tells it from the reporting call's own
+// failure (and, through a Bridge's error, from the command's own) and
+// still finds the backend's errno.
+var ErrWriteBehind = errors.New("bridge: write behind")
+
 // errBlock is returned by NewAhead for a block size that is not a
 // positive multiple of 512.
 var errBlock = errors.New("bridge: block size must be a positive multiple of 512")
@@ -213,7 +220,7 @@ func (a *Ahead) wait(ctx context.Context, i int) {
 	}
 	s.state, s.err = slotFree, nil
 	if err != nil {
-		a.errs = append(a.errs, &ata.OffsetError{Off: s.off, Err: fmt.Errorf("bridge: write behind: %w", err)})
+		a.errs = append(a.errs, &ata.OffsetError{Off: s.off, Err: fmt.Errorf("%w: %w", ErrWriteBehind, err)})
 	}
 }
 

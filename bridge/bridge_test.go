@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"errors"
+	"syscall"
 	"testing"
 
 	"github.com/nhdkit/nhd/ata"
@@ -140,6 +141,9 @@ func TestWriteError(t *testing.T) {
 			err := b.Write(buf, 2*testCmd)
 			if v.Pipelining != AcrossCommands {
 				wantWriteFault(t, err, wantLBA)
+				if errors.Is(err, ErrWriteBehind) {
+					t.Fatalf("a write's own failure matches ErrWriteBehind: %v", err)
+				}
 				return
 			}
 			// Behind the write cache: the command completes, and the next
@@ -151,6 +155,9 @@ func TestWriteError(t *testing.T) {
 				err := b.Write(buf, k*testCmd)
 				if err != nil {
 					wantWriteFault(t, err, wantLBA)
+					if !errors.Is(err, ErrWriteBehind) || !errors.Is(err, syscall.EIO) {
+						t.Fatalf("a failed write behind reported as %v, want ErrWriteBehind and EIO", err)
+					}
 					break
 				}
 				if k > 3+DefaultDepth {

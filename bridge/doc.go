@@ -28,5 +28,5 @@
 // ends the command with UNC and the failing LBA in the LBA registers, a
 // write error with DF, ERR and ABRT and the failing LBA; a write behind
 // that fails is reported by the next command or FLUSH CACHE with the
-// failed write's LBA.
+// failed write's LBA, its error wrapping ErrWriteBehind.
 package bridge
