@@ -1,0 +1,184 @@
+package nbd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// TestClientNbdkitInjectedErrors runs many requests at once against
+// nbdkit's memory plugin behind its error filter, which fails a quarter of
+// the reads (EIO), writes (ENOSPC), trims (EPERM) and zeroes (EINVAL) it
+// receives, before the plugin sees them. Four goroutines make one request
+// at a time each (ReadAt, WriteAt, Trim, WriteZeroes) and two keep three
+// reads and writes in flight each (StartRead, StartWrite, Call.Wait), each
+// on a region of its own, against a copy of what the region holds: every
+// failure carries the server's errno and leaves the region as it was (a
+// failed read's buffer zeroed), every success reads back exactly, so a
+// reply given to the wrong request, an error chunk applied to another, or
+// a connection that does not survive a server error shows.
+func TestClientNbdkitInjectedErrors(t *testing.T) {
+	const region = 256 << 10
+	_, uri := clientNbdkit(t, "--filter=error", "memory", "size=2M",
+		"error-pread-rate=0.25", "error-pwrite=ENOSPC", "error-pwrite-rate=0.25",
+		"error-trim=EPERM", "error-trim-rate=0.25", "error-zero=EINVAL", "error-zero-rate=0.25")
+	c := clientDial(t, uri)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	failures := make([]int, 6)
+	for w := range 6 {
+		f := faultRegion{c: c, base: int64(w * region), want: make([]byte, region), r: rand.New(rand.NewPCG(uint64(w), 7))}
+		wg.Go(func() {
+			var err error
+			if w < 4 {
+				err = f.oneAtATime(400)
+			} else {
+				err = f.inFlight(3, 400)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("worker %d: %w", w, err)
+			}
+			failures[w] = f.failed
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("failed requests per worker: %v", failures)
+	for w, n := range failures {
+		if n == 0 {
+			t.Errorf("worker %d met no injected error", w)
+		}
+	}
+}
+
+// faultRegion is one worker's region of the export and what it holds.
+type faultRegion struct {
+	c      *Client
+	base   int64
+	want   []byte
+	r      *rand.Rand
+	failed int
+}
+
+// span draws a range of 1 to 128 sectors inside [lo, hi) of the region.
+func (f *faultRegion) span(lo, hi int) (off, n int) {
+	n = 512 * (1 + f.r.IntN(min(128, (hi-lo)/512)))
+	off = lo + 512*f.r.IntN((hi-lo-n)/512+1)
+	return off, n
+}
+
+// payload returns n bytes of fresh data.
+func (f *faultRegion) payload(n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(f.r.Uint32())
+	}
+	return p
+}
+
+// settle checks the outcome of a request on [off, off+len(p)): a success
+// changes the region to p's bytes for a write (data nil, zeroes for a trim
+// or zeroing) or must have read them (read), a failure must carry errno
+// and change nothing.
+func (f *faultRegion) settle(op string, err error, errno syscall.Errno, off int, p []byte, read bool) error {
+	if err != nil {
+		f.failed++
+		if !errors.Is(err, errno) {
+			return fmt.Errorf("%s of %d bytes at %d: %w, want %v", op, len(p), f.base+int64(off), err, errno)
+		}
+		if read && !bytes.Equal(p, make([]byte, len(p))) {
+			return fmt.Errorf("%s failed and left data in the buffer", op)
+		}
+		return nil
+	}
+	if read {
+		if !bytes.Equal(p, f.want[off:off+len(p)]) {
+			return fmt.Errorf("%s of %d bytes at %d read back other data", op, len(p), f.base+int64(off))
+		}
+		return nil
+	}
+	copy(f.want[off:], p)
+	return nil
+}
+
+// oneAtATime makes ops requests, each waited for before the next.
+func (f *faultRegion) oneAtATime(ops int) error {
+	ctx := context.Background()
+	for range ops {
+		off, n := f.span(0, len(f.want))
+		at := f.base + int64(off)
+		var err error
+		switch f.r.IntN(4) {
+		case 0:
+			p := f.payload(n)
+			_, err = f.c.WriteAt(p, at)
+			err = f.settle("WriteAt", err, syscall.ENOSPC, off, p, false)
+		case 1:
+			p := bytes.Repeat([]byte{0xee}, n)
+			_, err = f.c.ReadAt(p, at)
+			err = f.settle("ReadAt", err, syscall.EIO, off, p, true)
+		case 2:
+			err = f.settle("Trim", f.c.Trim(ctx, at, int64(n)), syscall.EPERM, off, make([]byte, n), false)
+		default:
+			err = f.settle("WriteZeroes", f.c.WriteZeroes(ctx, at, int64(n), 0), syscall.EINVAL, off, make([]byte, n), false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inFlight keeps depth reads and writes in flight from this goroutine,
+// each on a slice of the region of its own (requests in flight together
+// are not ordered), waiting for the oldest before starting the next.
+func (f *faultRegion) inFlight(depth, ops int) error {
+	type started struct {
+		call  Call
+		off   int
+		p     []byte
+		write bool
+	}
+	ctx := context.Background()
+	slice := len(f.want) / depth
+	ring := make([]*started, depth)
+	for i := range ops + depth {
+		k := i % depth
+		if s := ring[k]; s != nil {
+			op, errno := "StartRead", syscall.EIO
+			if s.write {
+				op, errno = "StartWrite", syscall.ENOSPC
+			}
+			if err := f.settle(op, s.call.Wait(ctx), errno, s.off, s.p, !s.write); err != nil {
+				return err
+			}
+			ring[k] = nil
+		}
+		if i >= ops {
+			continue
+		}
+		off, n := f.span(k*slice, (k+1)*slice)
+		s := &started{off: off, write: f.r.IntN(2) == 0}
+		var err error
+		if s.write {
+			s.p = f.payload(n)
+			s.call, err = f.c.StartWrite(ctx, s.p, f.base+int64(off), 0)
+		} else {
+			s.p = make([]byte, n)
+			s.call, err = f.c.StartRead(ctx, s.p, f.base+int64(off), 0)
+		}
+		if err != nil {
+			return err
+		}
+		ring[k] = s
+	}
+	return nil
+}
