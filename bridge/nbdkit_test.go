@@ -34,17 +34,9 @@ import (
 // holds every write that was not reported failed.
 func TestNbdkitInjectedErrors(t *testing.T) {
 	const sectors = 128
-	bin := testenv.Need(t, "nbdkit", "nbdkit")
-	dir := testenv.SocketDir(t)
-	sock, on := filepath.Join(dir, "nbdkit.sock"), filepath.Join(dir, "inject")
-	p := testenv.Start(t, bin, "--foreground", "--exit-with-parent", "--unix", sock, "--filter=error", "memory", "size=64K",
+	on := filepath.Join(testenv.SocketDir(t), "inject")
+	_, client := startNbdkit(t, "--filter=error", "memory", "size=64K",
 		"error-pread-rate=0.2", "error-pread-file="+on, "error-pwrite=ENOSPC", "error-pwrite-rate=0.2", "error-pwrite-file="+on)
-	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-	client, err := nbd.Dial(context.Background(), "nbd+unix:///?socket="+sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
 	inject := func(t *rapid.T, yes bool) {
 		var err error
 		if yes {
@@ -103,6 +95,77 @@ func TestNbdkitInjectedErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNbdkitKilledWritesBehind: pipelined across commands, the writes the
+// bridge has accepted into its write cache are still in flight when the
+// server dies, and none is lost silently: FLUSH CACHE reports each, with
+// its LBA (DF|ERR with ABRT, ErrWriteBehind), then fails on its own, the
+// backend being gone; a read fails (UNC) rather than hang, and Close has
+// nothing left to report.
+func TestNbdkitKilledWritesBehind(t *testing.T) {
+	p, client := startNbdkit(t, "--filter=delay", "memory", "size=1M", "wdelay=200ms")
+	i := slices.IndexFunc(Table4(), func(v Variant) bool { return v.Pipelining == AcrossCommands })
+	d, err := New(Config{Backend: client, Datapath: Table4()[i].Datapath, MaxCommand: 8192, Depth: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8192)
+	for k := range int64(4) {
+		if err := d.Write(buf, k*8192); err != nil {
+			t.Fatalf("write %d into the write cache: %v", k, err)
+		}
+	}
+	p.Kill()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var reported []uint64
+		for {
+			err := d.Flush()
+			var e *ata.Error
+			if !errors.As(err, &e) || e.Status&(ata.StatusDF|ata.StatusERR) != ata.StatusDF|ata.StatusERR || e.Err&ata.ErrorABRT == 0 {
+				t.Errorf("FLUSH CACHE with the server dead: %v", err)
+				return
+			}
+			if !errors.Is(err, ErrWriteBehind) {
+				break
+			}
+			reported = append(reported, e.LBA)
+		}
+		if want := []uint64{0, 16, 32, 48}; !slices.Equal(reported, want) {
+			t.Errorf("writes behind reported at LBAs %v, want %v", reported, want)
+		}
+		var e *ata.Error
+		if err := d.Read(buf, 64<<10); !errors.As(err, &e) || e.Err&ata.ErrorUNC == 0 {
+			t.Errorf("read with the server dead: %v", err)
+		}
+		if err := d.Close(); err != nil {
+			t.Errorf("Close after every failure was reported: %v", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("commands hang after the server died")
+	}
+}
+
+// startNbdkit starts nbdkit on a unix socket with args (filters, plugin,
+// parameters) and returns it and a client connected to it, closed when
+// the test ends.
+func startNbdkit(t *testing.T, args ...string) (*testenv.Process, *nbd.Client) {
+	t.Helper()
+	bin := testenv.Need(t, "nbdkit", "nbdkit")
+	sock := testenv.SocketPath(t, "nbdkit.sock")
+	p := testenv.Start(t, bin, append([]string{"--foreground", "--exit-with-parent", "--unix", sock}, args...)...)
+	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
+	c, err := nbd.Dial(context.Background(), "nbd+unix:///?socket="+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return p, c
 }
 
 // faultModel is what a disk whose writes may fail may hold: for each
