@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nhdkit/nhd/ata"
+	"github.com/nhdkit/nhd/internal/diskmodel"
 	"github.com/nhdkit/nhd/internal/testenv"
 	"github.com/nhdkit/nhd/nbd"
 	"pgregory.net/rapid"
@@ -61,10 +61,7 @@ func TestNbdkitInjectedErrors(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m := &faultModel{allowed: make([][]uint64, sectors), behind: v.Pipelining == AcrossCommands, seen: &seen}
-				for i := range m.allowed {
-					m.allowed[i] = []uint64{0}
-				}
+				m := &faultModel{Model: diskmodel.New(sectors), behind: v.Pipelining == AcrossCommands, seen: &seen}
 				inject(t, true)
 				t.Repeat(map[string]func(*rapid.T){
 					"write": func(t *rapid.T) { m.write(t, d) },
@@ -83,7 +80,9 @@ func TestNbdkitInjectedErrors(t *testing.T) {
 				if _, err := client.ReadAt(disk, 0); err != nil {
 					t.Fatal(err)
 				}
-				m.check(t, "the disk after FLUSH CACHE", disk, 0)
+				if err := m.Check(disk, 0); err != nil {
+					t.Fatalf("the disk after FLUSH CACHE: %v", err)
+				}
 				if err := d.Close(); err != nil {
 					t.Fatalf("Close after every failure was reported: %v", err)
 				}
@@ -168,14 +167,12 @@ func startNbdkit(t *testing.T, args ...string) (*testenv.Process, *nbd.Client) {
 	return p, c
 }
 
-// faultModel is what a disk whose writes may fail may hold: for each
-// sector, the generations (writes) it may hold, and the writes behind that
-// the bridge accepted and neither reported failed nor is known to have
-// done, oldest first. Generation 0 is the zeroed disk.
+// faultModel is what the disk may hold (diskmodel), and the writes behind
+// that the bridge accepted and neither reported failed nor is known to
+// have done, oldest first.
 type faultModel struct {
-	allowed [][]uint64
+	*diskmodel.Model
 	pending []pendingWrite
-	gen     uint64
 	behind  bool // pipelined across commands: writes complete behind
 	seen    *faultTally
 }
@@ -189,7 +186,7 @@ type pendingWrite struct{ lba, n, gen uint64 }
 // span draws a command's first sector and sector count.
 func (m *faultModel) span(t *rapid.T) (lba, n uint64) {
 	n = uint64(rapid.IntRange(1, 16).Draw(t, "sectors"))
-	lba = uint64(rapid.IntRange(0, len(m.allowed)-int(n)).Draw(t, "lba"))
+	lba = uint64(rapid.IntRange(0, int(m.Sectors()-n)).Draw(t, "lba"))
 	return lba, n
 }
 
@@ -201,30 +198,22 @@ func (m *faultModel) write(t *rapid.T, d *Bridge) {
 	for m.pendingAt(lba) {
 		m.flush(t, d)
 	}
-	m.gen++
+	gen := m.Next()
 	buf := make([]byte, n*512)
-	for i := range n {
-		putSector(buf[i*512:(i+1)*512], lba+i, m.gen)
-	}
+	diskmodel.Fill(buf, lba, gen)
 	err := d.Write(buf, int64(lba*512))
-	t.Logf("write of generation %d: %v", m.gen, err)
+	t.Logf("write of generation %d: %v", gen, err)
 	switch {
 	case err == nil && !m.behind:
-		for i := range n {
-			m.allowed[lba+i] = []uint64{m.gen}
-		}
+		m.Done(lba, n, gen)
 		return
 	case err == nil:
-		m.pending = append(m.pending, pendingWrite{lba, n, m.gen})
+		m.pending = append(m.pending, pendingWrite{lba, n, gen})
 	default:
 		m.failed(t, err, ata.CmdWriteDMAExt, lba, n)
 	}
 	// Written or not, as far as anyone knows yet.
-	for i := range n {
-		if s := &m.allowed[lba+i]; !slices.Contains(*s, m.gen) {
-			*s = append(*s, m.gen)
-		}
-	}
+	m.Maybe(lba, n, gen)
 }
 
 func (m *faultModel) read(t *rapid.T, d *Bridge) {
@@ -239,7 +228,9 @@ func (m *faultModel) read(t *rapid.T, d *Bridge) {
 	// none had failed unreported.
 	m.settle()
 	if err == nil {
-		m.check(t, "a read", buf, lba)
+		if err := m.Check(buf, lba); err != nil {
+			t.Fatalf("a read: %v", err)
+		}
 	}
 }
 
@@ -264,9 +255,7 @@ func (m *faultModel) pendingAt(lba uint64) bool {
 // settle records that every write behind pending is done.
 func (m *faultModel) settle() {
 	for _, w := range m.pending {
-		for i := range w.n {
-			m.allowed[w.lba+i] = []uint64{w.gen}
-		}
+		m.Done(w.lba, w.n, w.gen)
 	}
 	m.pending = m.pending[:0]
 }
@@ -307,35 +296,4 @@ func (m *faultModel) failed(t *rapid.T, err error, op ata.Opcode, lba, n uint64)
 		m.seen.write++
 	}
 	return false
-}
-
-// check checks that each sector of p, the disk's from lba on, holds a
-// generation it may hold.
-func (m *faultModel) check(t *rapid.T, what string, p []byte, lba uint64) {
-	for i := range uint64(len(p) / 512) {
-		gen, ok := sectorGen(p[i*512:(i+1)*512], lba+i)
-		if !ok || !slices.Contains(m.allowed[lba+i], gen) {
-			t.Fatalf("%s: sector %d holds generation %d (intact %v), may hold %v", what, lba+i, gen, ok, m.allowed[lba+i])
-		}
-	}
-}
-
-// putSector fills a sector with a pattern of its LBA and a generation.
-func putSector(p []byte, lba, gen uint64) {
-	binary.LittleEndian.PutUint64(p, gen)
-	binary.LittleEndian.PutUint64(p[8:], lba)
-	for i := 16; i < len(p); i++ {
-		p[i] = byte(uint64(i)*7 + gen*13 + lba)
-	}
-}
-
-// sectorGen returns the generation of a sector putSector filled (0 for
-// zeroes) and whether it is intact.
-func sectorGen(p []byte, lba uint64) (uint64, bool) {
-	gen := binary.LittleEndian.Uint64(p)
-	want := make([]byte, len(p))
-	if gen != 0 {
-		putSector(want, lba, gen)
-	}
-	return gen, string(p) == string(want)
 }
