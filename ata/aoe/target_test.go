@@ -83,12 +83,19 @@ func startRig(t *testing.T) *rig { return startRigHosts(t, 2) }
 // ATA commands on its reading goroutine; with more, on workers.
 func startRigHosts(t *testing.T, n int) *rig {
 	mem := &memBackend{data: make([]byte, testSectors*512)}
-	d, err := NewDisk(0, 1, testInfo(), mem, n)
+	r := startRigOn(t, mem, n)
+	r.mem = mem
+	return r
+}
+
+// startRigOn is startRigHosts on backend be.
+func startRigOn(t *testing.T, be ata.Backend, n int) *rig {
+	d, err := NewDisk(0, 1, testInfo(), be, n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Config = []byte("cfg")
-	r := &rig{t: t, p: newPipe(1500), disk: d, mem: mem}
+	r := &rig{t: t, p: newPipe(1500), disk: d}
 	tg := &Target{Transport: r.p, Disks: []*Disk{d}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
