@@ -60,7 +60,9 @@ func ext4Magic(t *testing.T, b nbd.Backend) uint16 {
 // QEMU's NBD client behind its IDE disk (Linux's libata on top) on a third
 // export, and runs a filesystem through each: ext4, data and metadata, fstrim (TRIM
 // must reach the backend), sync (FLUSH must), unmount, e2fsck -f -n clean,
-// every file's checksum verified after a remount.
+// every file's checksum verified after a remount; and a fourth export whose
+// backend fails a block's reads and another's writes, which the kernel's
+// block device must report as I/O errors while serving the other blocks.
 func TestKernelClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a virtual machine")
@@ -86,10 +88,12 @@ func TestKernelClient(t *testing.T) {
 		"file": {inner: fd},
 		"ide":  {inner: nbd.NewMemDisk(size)},
 	}
+	bad := &vmtest.FailingBlocks{Inner: nbd.NewMemDisk(1 << 20), ReadBad: 16, WriteBad: 32}
 	srv := &nbd.Server{Exports: []nbd.Export{
 		{Name: "mem", Backend: disks["mem"]},
 		{Name: "file", Backend: disks["file"]},
 		{Name: "ide", Backend: disks["ide"]},
+		{Name: "bad", Backend: bad},
 	}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -138,6 +142,11 @@ cat /sys/block/sda/device/model /sys/block/sda/size /sys/block/sda/queue/discard
 			vm.Step(name+"/disconnect", nbdClient+" -d "+dev)
 		}
 	}
+	// A failing backend: the kernel's block device fails those blocks'
+	// reads and writes with EIO and goes on serving the others.
+	vm.Step("bad/connect", fmt.Sprintf(nbdClient+" -N bad 10.0.2.2 %d /dev/nbd3 -b 4096\n", port))
+	vm.FailingBlockStep("bad/errors", "/dev/nbd3", bad)
+	vm.Step("bad/disconnect", nbdClient+" -d /dev/nbd3")
 	vm.Run()
 	for name, c := range disks {
 		if m := ext4Magic(t, c); m != 0xEF53 {

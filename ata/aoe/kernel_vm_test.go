@@ -117,7 +117,9 @@ func ext4Magic(t *testing.T, r io.ReaderAt) uint16 {
 // process: e0.1 on a file, its commands run on the reading goroutine (one
 // ATA host), e0.2 on an NBD export, on four workers (host → AoE → ATA device
 // → NBD client → nbd.Server). Each gets the guest's raw dd and the
-// filesystem steps (ext4, e2fsck -f -n clean, checksums).
+// filesystem steps (ext4, e2fsck -f -n clean, checksums). A third, e0.3,
+// has a backend that fails a block's reads and another's writes: the
+// guest's block device must fail them with I/O errors and serve the rest.
 func TestKernelInitiator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a virtual machine")
@@ -145,13 +147,20 @@ func TestKernelInitiator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bad := &vmtest.FailingBlocks{Inner: nbd.NewMemDisk(1 << 20), ReadBad: 16, WriteBad: 32}
+	badInfo := info("e0.3")
+	badInfo.Sectors = 1 << 20 / 512
+	badDisk, err := aoe.NewDisk(0, 3, badInfo, bad, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := testenv.SocketDir(t)
 	tpath, qpath := filepath.Join(dir, "target"), filepath.Join(dir, "qemu")
 	tr, err := aoe.ListenUnixgram(tpath, qpath, aoe.MAC{0x02, 0, 0x4E, 0x48, 0, 0}, aoeMTU)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := &aoe.Target{Transport: tr, Disks: []*aoe.Disk{fileDisk, nbdDisk}}
+	target := &aoe.Target{Transport: tr, Disks: []*aoe.Disk{fileDisk, nbdDisk, badDisk}}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- target.Serve(ctx) }()
@@ -172,6 +181,8 @@ func TestKernelInitiator(t *testing.T) {
 	var r ddRates
 	addTargetSteps(vm, "nhd-file", "/dev/etherd/e0.1", &r)
 	addTargetSteps(vm, "nhd-nbd", "/dev/etherd/e0.2", &r)
+	addDiscover(vm, "nhd-failing", "/dev/etherd/e0.3")
+	vm.FailingBlockStep("nhd-failing/errors", "/dev/etherd/e0.3", bad)
 	vm.Run()
 	t.Log(r.table("guest dd, 16 MiB, O_DIRECT, 1 MiB blocks, one run each"))
 	if m := ext4Magic(t, f); m != 0xEF53 {

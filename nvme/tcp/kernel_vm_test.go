@@ -51,7 +51,8 @@ func (c *countingBackend) Trim(ctx context.Context, off, length int64) error {
 // nvme disconnect; then again with header and data digests to a second
 // Server on the same disk whose small in-capsule size makes the kernel
 // send its larger writes after an R2T, with direct I/O checked byte for
-// byte.
+// byte; then to a third whose backend fails a block's reads and another's
+// writes, which the kernel must fail while serving the other blocks.
 func TestKernelHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a virtual machine")
@@ -82,6 +83,8 @@ func TestKernelHost(t *testing.T) {
 	// worker, its flushes and trims run through the client; the second
 	// serves the disk itself.
 	port, portR2T := serve(0, nbdBridge(t, disk)), serve(8192, disk)
+	bad := &vmtest.FailingBlocks{Inner: nbd.NewMemDisk(1 << 20), ReadBad: 16, WriteBad: 32}
+	portBad := serve(0, bad)
 
 	vm.UserNet()
 	vm.Module("nvme-tcp")
@@ -89,6 +92,7 @@ func TestKernelHost(t *testing.T) {
 	vm.Program(nvmeCLI)
 	who := fmt.Sprintf("-t tcp -a 10.0.2.2 -s %d --hostnqn=%s --hostid=%s", port, guestHostNQN, guestHostID)
 	whoR2T := fmt.Sprintf("-t tcp -a 10.0.2.2 -s %d --hostnqn=%s --hostid=%s", portR2T, guestHostNQN, guestHostID)
+	whoBad := fmt.Sprintf("-t tcp -a 10.0.2.2 -s %d --hostnqn=%s --hostid=%s", portBad, guestHostNQN, guestHostID)
 	waitDev := `i=0
 while [ ! -b /dev/nvme0n1 ]; do i=$((i + 1)); [ $i -le 100 ] || exit 1; sleep 0.1; done
 cat /sys/block/nvme0n1/size /sys/class/nvme/nvme0/model /sys/class/nvme/nvme0/subsysnqn
@@ -163,6 +167,11 @@ cmp /tmp/pattern /tmp/back
 sha256sum /tmp/pattern
 `)
 	vm.Step("digests/disconnect", nvmeCLI+" disconnect -n "+testNQN+"\n")
+	// A namespace whose backend fails a block's reads and another's
+	// writes: the kernel fails those with errors and serves the rest.
+	vm.Step("failing/connect", nvmeCLI+" connect "+whoBad+" -n "+testNQN+"\n"+waitDev)
+	vm.FailingBlockStep("failing/errors", "/dev/nvme0n1", bad)
+	vm.Step("failing/disconnect", nvmeCLI+" disconnect -n "+testNQN+"\n")
 	vm.Run()
 	if m := ext4Magic(t, disk); m != 0xEF53 {
 		t.Errorf("superblock magic %#04x, want 0xef53", m)
