@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -125,5 +126,52 @@ func TestServeUnixgram(t *testing.T) {
 				t.Fatalf("read status %#x, data equal %v", a.CmdStatus, bytes.Equal(r, w))
 			}
 		})
+	}
+}
+
+// When the NBD export behind the target goes away, each ATA command is
+// answered with ERR (UNC for a read, DF|ERR with ABRT for a write)
+// rather than hang, and the command still stops when told to.
+func TestServeUnixgramUpstreamGone(t *testing.T) {
+	srv := &nbd.Server{Exports: []nbd.Export{{Name: "e", Backend: nbd.NewMemDisk(1 << 20)}}}
+	sock := testenv.SocketPath(t, "nbd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	dir := testenv.SocketDir(t)
+	tpath, ppath := filepath.Join(dir, "t"), filepath.Join(dir, "p")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ppath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-unixgram", tpath + "," + ppath, "-uri", "nbd+unix:///e?socket=" + sock}, io.Discard)
+	}()
+	p := &peer{t: t, conn: c, to: &net.UnixAddr{Name: tpath, Net: "unixgram"}}
+	w := bytes.Repeat([]byte("nhd-aoe!"), 64)
+	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus != 0x50 {
+		t.Fatalf("write status %#x error %#x", a.CmdStatus, a.ErrFeature)
+	}
+	srv.Close()
+	if a, _ := p.ata(aoe.ATAExtended, 0x24, 1, 7, nil); a.CmdStatus&0x01 == 0 || a.ErrFeature&0x40 == 0 {
+		t.Errorf("read with the export gone: status %#x error %#x, want ERR and UNC", a.CmdStatus, a.ErrFeature)
+	}
+	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus&0x21 != 0x21 || a.ErrFeature&0x04 == 0 {
+		t.Errorf("write with the export gone: status %#x error %#x, want DF|ERR and ABRT", a.CmdStatus, a.ErrFeature)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("the command's end: %v", err)
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("error of more than one line: %q", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command does not stop after the export went away")
 	}
 }

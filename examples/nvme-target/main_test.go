@@ -122,3 +122,64 @@ func TestNBDBridge(t *testing.T) {
 		t.Fatal("NBD export not written")
 	}
 }
+
+// When the NBD export behind the bridge goes away, the host's commands
+// fail at once with an error instead of hanging, and the program still
+// stops when told to, with one line saying what was lost.
+func TestNBDBridgeUpstreamGone(t *testing.T) {
+	srv := &nbd.Server{Exports: []nbd.Export{{Name: "e", Backend: nbd.NewMemDisk(8 << 20)}}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-tcp", "127.0.0.1:0", "-nqn", "nqn.test:gone", "-uri", "nbd://" + l.Addr().String() + "/e"}, io.Discard, ready)
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	h, err := tcp.Dial(context.Background(), addr, "nqn.test:gone", &tcp.Config{IOQueues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	buf := bytes.Repeat([]byte{7}, 64<<10)
+	if _, err := h.WriteAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	failed := make(chan error, 1)
+	go func() {
+		_, err := h.ReadAt(buf, 0)
+		if err == nil {
+			_, err = h.WriteAt(buf, 0)
+		}
+		failed <- err
+	}()
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Fatal("a read and a write through a closed export succeeded")
+		}
+		t.Logf("the host's error: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host's command hangs after the export went away")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("the program's end: %v", err)
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("error of more than one line: %q", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the program does not stop after the export went away")
+	}
+}
