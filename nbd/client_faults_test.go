@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/nhdkit/nhd/internal/diskmodel"
 )
 
 // TestClientNbdkitInjectedErrors runs many requests at once against
@@ -28,35 +29,16 @@ func TestClientNbdkitInjectedErrors(t *testing.T) {
 		"error-pread-rate=0.25", "error-pwrite=ENOSPC", "error-pwrite-rate=0.25",
 		"error-trim=EPERM", "error-trim-rate=0.25", "error-zero=EINVAL", "error-zero-rate=0.25")
 	c := clientDial(t, uri)
-	var wg sync.WaitGroup
-	errs := make(chan error, 6)
-	failures := make([]int, 6)
-	for w := range 6 {
+	diskmodel.Workers(t, 6, func(w int) (int, error) {
 		f := faultRegion{c: c, base: int64(w * region), want: make([]byte, region), r: rand.New(rand.NewPCG(uint64(w), 7))}
-		wg.Go(func() {
-			var err error
-			if w < 4 {
-				err = f.oneAtATime(400)
-			} else {
-				err = f.inFlight(3, 400)
-			}
-			if err != nil {
-				errs <- fmt.Errorf("worker %d: %w", w, err)
-			}
-			failures[w] = f.failed
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	t.Logf("failed requests per worker: %v", failures)
-	for w, n := range failures {
-		if n == 0 {
-			t.Errorf("worker %d met no injected error", w)
+		var err error
+		if w < 4 {
+			err = f.oneAtATime(400)
+		} else {
+			err = f.inFlight(3, 400)
 		}
-	}
+		return f.failed, err
+	})
 }
 
 // faultRegion is one worker's region of the export and what it holds.

@@ -92,24 +92,12 @@ func TestServeUnixgram(t *testing.T) {
 		"file":   {"-file", filepath.Join(t.TempDir(), "disk"), "-size", "1m", "-sync"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dir := testenv.SocketDir(t)
-			tpath, ppath := filepath.Join(dir, "t"), filepath.Join(dir, "p")
-			c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ppath, Net: "unixgram"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			var out bytes.Buffer
-			go func() { done <- run(ctx, append([]string{"-unixgram", tpath + "," + ppath}, backend...), &out) }()
+			p, stop := startUnixgram(t, backend...)
 			defer func() {
-				cancel()
-				if err := <-done; err != nil {
+				if err := stop(); err != nil {
 					t.Errorf("run: %v", err)
 				}
 			}()
-			p := &peer{t: t, conn: c, to: &net.UnixAddr{Name: tpath, Net: "unixgram"}}
 			a, data := p.ata(0, 0xEC, 1, 0, nil)
 			id, err := ata.ParseIdentify(data)
 			if err != nil || a.CmdStatus != 0x50 {
@@ -140,19 +128,7 @@ func TestServeUnixgramUpstreamGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	go srv.Serve(l)
-	dir := testenv.SocketDir(t)
-	tpath, ppath := filepath.Join(dir, "t"), filepath.Join(dir, "p")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ppath, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-unixgram", tpath + "," + ppath, "-uri", "nbd+unix:///e?socket=" + sock}, io.Discard)
-	}()
-	p := &peer{t: t, conn: c, to: &net.UnixAddr{Name: tpath, Net: "unixgram"}}
+	p, stop := startUnixgram(t, "-uri", "nbd+unix:///e?socket="+sock)
 	w := bytes.Repeat([]byte("nhd-aoe!"), 64)
 	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus != 0x50 {
 		t.Fatalf("write status %#x error %#x", a.CmdStatus, a.ErrFeature)
@@ -164,14 +140,37 @@ func TestServeUnixgramUpstreamGone(t *testing.T) {
 	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus&0x21 != 0x21 || a.ErrFeature&0x04 == 0 {
 		t.Errorf("write with the export gone: status %#x error %#x, want DF|ERR and ABRT", a.CmdStatus, a.ErrFeature)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		t.Logf("the command's end: %v", err)
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("error of more than one line: %q", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the command does not stop after the export went away")
+	err = stop()
+	t.Logf("the command's end: %v", err)
+	if err != nil && strings.Contains(err.Error(), "\n") {
+		t.Errorf("error of more than one line: %q", err)
 	}
+}
+
+// startUnixgram runs the command with args on a unixgram wire whose other
+// end it returns, and a function that stops the command and returns its
+// error (failing the test if it does not stop within 10 s).
+func startUnixgram(t *testing.T, args ...string) (*peer, func() error) {
+	t.Helper()
+	dir := testenv.SocketDir(t)
+	tpath, ppath := filepath.Join(dir, "t"), filepath.Join(dir, "p")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: ppath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"-unixgram", tpath + "," + ppath}, args...), io.Discard) }()
+	stop := func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("aoe-target does not stop")
+			return nil
+		}
+	}
+	return &peer{t: t, conn: c, to: &net.UnixAddr{Name: tpath, Net: "unixgram"}}, stop
 }

@@ -17,6 +17,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
+	"testing"
 )
 
 // SectorSize is the size of the sectors the model tracks.
@@ -101,4 +103,27 @@ func intact(s []byte, lba, gen uint64) bool {
 	var want [SectorSize]byte
 	fillSector(want[:], lba, gen)
 	return string(s) == string(want[:])
+}
+
+// Workers runs work(w) for w from 0 to n-1 at once, each returning how
+// many of its requests failed as injected and the first error of its own,
+// and fails t with every error. It fails t too if a worker met no
+// failure: a fault test whose faults were never injected proves nothing.
+func Workers(t testing.TB, n int, work func(w int) (failed int, err error)) {
+	t.Helper()
+	failed := make([]int, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() { failed[w], errs[w] = work(w) })
+	}
+	wg.Wait()
+	for w, err := range errs {
+		if err != nil {
+			t.Errorf("worker %d: %v", w, err)
+		} else if failed[w] == 0 {
+			t.Errorf("worker %d met no injected failure", w)
+		}
+	}
+	t.Logf("failed requests per worker: %v", failed)
 }

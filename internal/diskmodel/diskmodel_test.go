@@ -1,6 +1,9 @@
 package diskmodel
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 func TestModel(t *testing.T) {
 	m := New(8)
@@ -39,5 +42,33 @@ func TestModel(t *testing.T) {
 	m.Done(0, 8, 0)
 	if err := m.Check(make([]byte, 8*SectorSize), 0); err != nil || m.Sectors() != 8 {
 		t.Fatalf("zeroed again: %v, %d sectors", err, m.Sectors())
+	}
+}
+
+// recorder is a testing.TB that keeps what Errorf reports.
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Helper()                   {}
+func (r *recorder) Logf(string, ...any)       {}
+func (r *recorder) Errorf(f string, a ...any) { r.errs = append(r.errs, f) }
+
+// Workers fails the test for a worker's error and for a worker that met
+// no failure, and for nothing else.
+func TestWorkers(t *testing.T) {
+	r := &recorder{TB: t}
+	Workers(r, 3, func(w int) (int, error) {
+		switch w {
+		case 0:
+			return 2, nil
+		case 1:
+			return 0, nil
+		}
+		return 1, errors.New("broken")
+	})
+	if len(r.errs) != 2 {
+		t.Fatalf("%d errors reported, want 2 (no failure met, an error)", len(r.errs))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,30 +41,12 @@ func TestNbdkitInjectedErrors(t *testing.T) {
 			defer client.Close()
 			_, addr := startServer(t, client, 512)
 			h := dialTest(t, addr, &Config{IOQueues: 2, HeaderDigest: digests, DataDigest: digests})
-			var wg sync.WaitGroup
-			errs := make(chan error, workers)
-			failed := make([]int, workers)
-			for w := range workers {
+			diskmodel.Workers(t, workers, func(w int) (int, error) {
 				r := &nvmeFaultWorker{h: h, m: diskmodel.New(size / 512), lo: uint64(w * size / workers / 512),
 					n: size / workers / 512, rng: rand.New(rand.NewPCG(uint64(w), 11))}
-				wg.Go(func() {
-					if err := r.run(150); err != nil {
-						errs <- fmt.Errorf("worker %d: %w", w, err)
-					}
-					failed[w] = r.failed
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			t.Logf("failed commands per worker: %v", failed)
-			for w, n := range failed {
-				if n == 0 {
-					t.Errorf("worker %d met no injected error", w)
-				}
-			}
+				err := r.run(150)
+				return r.failed, err
+			})
 		})
 	}
 }
