@@ -78,13 +78,7 @@ func (p *peer) ata(flags aoe.ATAFlags, op, scnt uint8, lba uint64, data []byte) 
 // TestServeUnixgram runs the command on a memory disk and on an NBD
 // export, and drives each with IDENTIFY, a write and a read.
 func TestServeUnixgram(t *testing.T) {
-	srv := &nbd.Server{Exports: []nbd.Export{{Name: "e", Backend: nbd.NewMemDisk(1 << 20)}}}
-	sock := testenv.SocketPath(t, "nbd.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
+	srv, sock := serveExport(t)
 	defer srv.Close()
 	for name, backend := range map[string][]string{
 		"memory": {"-size", "1m"},
@@ -121,13 +115,7 @@ func TestServeUnixgram(t *testing.T) {
 // answered with ERR (UNC for a read, DF|ERR with ABRT for a write)
 // rather than hang, and the command still stops when told to.
 func TestServeUnixgramUpstreamGone(t *testing.T) {
-	srv := &nbd.Server{Exports: []nbd.Export{{Name: "e", Backend: nbd.NewMemDisk(1 << 20)}}}
-	sock := testenv.SocketPath(t, "nbd.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
+	srv, sock := serveExport(t)
 	p, stop := startUnixgram(t, "-uri", "nbd+unix:///e?socket="+sock)
 	w := bytes.Repeat([]byte("nhd-aoe!"), 64)
 	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus != 0x50 {
@@ -140,11 +128,25 @@ func TestServeUnixgramUpstreamGone(t *testing.T) {
 	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus&0x21 != 0x21 || a.ErrFeature&0x04 == 0 {
 		t.Errorf("write with the export gone: status %#x error %#x, want DF|ERR and ABRT", a.CmdStatus, a.ErrFeature)
 	}
-	err = stop()
+	err := stop()
 	t.Logf("the command's end: %v", err)
 	if err != nil && strings.Contains(err.Error(), "\n") {
 		t.Errorf("error of more than one line: %q", err)
 	}
+}
+
+// serveExport serves a 1 MiB memory disk as NBD export "e" on a unix
+// socket and returns the server and the socket's path.
+func serveExport(t *testing.T) (*nbd.Server, string) {
+	t.Helper()
+	srv := &nbd.Server{Exports: []nbd.Export{{Name: "e", Backend: nbd.NewMemDisk(1 << 20)}}}
+	sock := testenv.SocketPath(t, "nbd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	return srv, sock
 }
 
 // startUnixgram runs the command with args on a unixgram wire whose other
