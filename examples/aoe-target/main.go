@@ -168,5 +168,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "e%d.%d: %d sectors, %s, bufcnt %d, %d devices\n",
 		o.shelf, o.slot, info.Sectors, tr.MAC(), o.bufcnt, o.workers)
 	t := &aoe.Target{Transport: tr, Disks: []*aoe.Disk{disk}}
-	return t.Serve(ctx)
+	err = t.Serve(ctx)
+	if ferr := flushBackend(store); ferr != nil && err == nil {
+		err = fmt.Errorf("flushing the backend as the target stops: %w", ferr)
+	}
+	return err
+}
+
+// flushBackend makes what the initiator wrote durable as the target stops,
+// AoE having no flush command of its own: an NBD export's FLUSH, a file's
+// fsync (a memory disk has nothing to do).
+func flushBackend(store ata.Backend) error {
+	switch s := store.(type) {
+	case nbd.Flusher:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return s.Flush(ctx)
+	case interface{ Sync() error }:
+		return s.Sync()
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,7 +79,7 @@ func (p *peer) ata(flags aoe.ATAFlags, op, scnt uint8, lba uint64, data []byte) 
 // TestServeUnixgram runs the command on a memory disk and on an NBD
 // export, and drives each with IDENTIFY, a write and a read.
 func TestServeUnixgram(t *testing.T) {
-	srv, sock := serveExport(t)
+	srv, sock, flushes := serveExport(t)
 	defer srv.Close()
 	for name, backend := range map[string][]string{
 		"memory": {"-size", "1m"},
@@ -87,9 +88,14 @@ func TestServeUnixgram(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, stop := startUnixgram(t, backend...)
+			before := flushes.Load()
 			defer func() {
 				if err := stop(); err != nil {
 					t.Errorf("run: %v", err)
+				}
+				// AoE has no flush: the target flushes the export as it stops.
+				if name == "nbd" && flushes.Load() == before {
+					t.Error("the NBD export was not flushed as the target stopped")
 				}
 			}()
 			a, data := p.ata(0, 0xEC, 1, 0, nil)
@@ -113,9 +119,9 @@ func TestServeUnixgram(t *testing.T) {
 
 // When the NBD export behind the target goes away, each ATA command is
 // answered with ERR (UNC for a read, DF|ERR with ABRT for a write)
-// rather than hang, and the command still stops when told to.
+// rather than hang, and the command still stops when told to, failing.
 func TestServeUnixgramUpstreamGone(t *testing.T) {
-	srv, sock := serveExport(t)
+	srv, sock, _ := serveExport(t)
 	p, stop := startUnixgram(t, "-uri", "nbd+unix:///e?socket="+sock)
 	w := bytes.Repeat([]byte("nhd-aoe!"), 64)
 	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus != 0x50 {
@@ -128,25 +134,38 @@ func TestServeUnixgramUpstreamGone(t *testing.T) {
 	if a, _ := p.ata(aoe.ATAExtended|aoe.ATAWrite, 0x34, 1, 7, w); a.CmdStatus&0x21 != 0x21 || a.ErrFeature&0x04 == 0 {
 		t.Errorf("write with the export gone: status %#x error %#x, want DF|ERR and ABRT", a.CmdStatus, a.ErrFeature)
 	}
-	err := stop()
-	t.Logf("the command's end: %v", err)
-	if err != nil && strings.Contains(err.Error(), "\n") {
-		t.Errorf("error of more than one line: %q", err)
+	// The target flushes its backend as it stops; with the export gone
+	// that fails, and says so on one line.
+	if err := stop(); err == nil || !strings.Contains(err.Error(), "flushing the backend") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("the command's end: %v, want one line saying the flush failed", err)
 	}
 }
 
+// flushCounter is a memory disk that counts the flushes it gets.
+type flushCounter struct {
+	*nbd.MemDisk
+	n atomic.Int64
+}
+
+func (f *flushCounter) Flush(ctx context.Context) error {
+	f.n.Add(1)
+	return f.MemDisk.Flush(ctx)
+}
+
 // serveExport serves a 1 MiB memory disk as NBD export "e" on a unix
-// socket and returns the server and the socket's path.
-func serveExport(t *testing.T) (*nbd.Server, string) {
+// socket and returns the server, the socket's path and the disk's count
+// of flushes.
+func serveExport(t *testing.T) (*nbd.Server, string, *atomic.Int64) {
 	t.Helper()
-	srv := &nbd.Server{Exports: []nbd.Export{{Name: "e", Backend: nbd.NewMemDisk(1 << 20)}}}
+	disk := &flushCounter{MemDisk: nbd.NewMemDisk(1 << 20)}
+	srv := &nbd.Server{Exports: []nbd.Export{{Name: "e", Backend: disk}}}
 	sock := testenv.SocketPath(t, "nbd.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(l)
-	return srv, sock
+	return srv, sock, &disk.n
 }
 
 // startUnixgram runs the command with args on a unixgram wire whose other
