@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nhdkit/nhd/internal/diskmodel"
+	"github.com/nhdkit/nhd/internal/testenv"
 )
 
 // TestClientNbdkitInjectedErrors runs many requests at once against
@@ -163,4 +167,88 @@ func (f *faultRegion) inFlight(depth, ops int) error {
 		ring[k] = s
 	}
 	return nil
+}
+
+// TestClientQemuNbdInjectedErrors runs the client against qemu-nbd over
+// QEMU's blkdebug driver, which fails every write touching sector 256
+// (ENOSPC) and every read touching sector 128 (EIO) of a file full of
+// data. A failed write leaves the connection serving; a failed read makes
+// qemu-nbd 7.2 drop the connection ("Failed to send reply"), so the read
+// fails, the requests in flight with it may fail too, and every later call
+// fails at once (a server that sends an error chunk instead would keep
+// serving): nothing hangs, a failed read's buffer is zeroed, and nothing
+// succeeds that did not happen.
+func TestClientQemuNbdInjectedErrors(t *testing.T) {
+	qemuNbd := testenv.Need(t, "qemu-nbd", "qemu-utils")
+	dir := t.TempDir()
+	img, conf := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "blkdebug.conf")
+	want := bytes.Repeat([]byte("qemu-nbd"), 1<<20/8)
+	if err := os.WriteFile(img, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rules := "[inject-error]\nevent = \"none\"\niotype = \"read\"\nerrno = \"5\"\nsector = \"128\"\nonce = \"off\"\n\n" +
+		"[inject-error]\nevent = \"none\"\niotype = \"write\"\nerrno = \"28\"\nsector = \"256\"\nonce = \"off\"\n"
+	if err := os.WriteFile(conf, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := testenv.SocketPath(t, "qemu.sock")
+	p := testenv.Start(t, qemuNbd, "--socket="+sock, "--persistent", "--shared=2", "--image-opts",
+		"driver=blkdebug,config="+conf+",image.driver=raw,image.file.driver=file,image.file.filename="+img)
+	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
+	c := clientDial(t, "nbd+unix:///?socket="+sock)
+	buf := make([]byte, 4096)
+	if _, err := c.WriteAt(buf, 126<<10); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write over sector 256: %v, want ENOSPC", err)
+	}
+	w := bytes.Repeat([]byte{0x5a}, 4096)
+	if _, err := c.WriteAt(w, 0); err != nil {
+		t.Fatalf("write after a failed one: %v", err)
+	}
+	copy(want, w)
+	if _, err := c.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, want[:4096]) {
+		t.Fatalf("read back: %v", err)
+	}
+	// Reads in flight when one of them meets the bad sector.
+	calls := make([]Call, 4)
+	bufs := make([][]byte, len(calls))
+	for i := range calls {
+		bufs[i] = bytes.Repeat([]byte{0xee}, 4096)
+		var err error
+		if calls[i], err = c.StartRead(context.Background(), bufs[i], int64(56+4*i)<<10, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var lost bool
+		for i, call := range calls {
+			err := call.Wait(context.Background())
+			off := (56 + 4*i) << 10
+			t.Logf("read at %d: %v", off, err)
+			switch {
+			case err == nil && !bytes.Equal(bufs[i], want[off:off+4096]):
+				t.Errorf("read at %d succeeded with other data", off)
+			case err != nil && !bytes.Equal(bufs[i], make([]byte, 4096)):
+				t.Errorf("read at %d failed (%v) and left data in the buffer", off, err)
+			case err == nil && off == 64<<10:
+				t.Errorf("read over sector 128 succeeded")
+			case off == 64<<10 && !errors.Is(err, syscall.EIO) && !errors.Is(err, ErrConnectionLost):
+				t.Errorf("read over sector 128: %v, want EIO or the connection lost", err)
+			}
+			lost = lost || errors.Is(err, ErrConnectionLost)
+		}
+		// A server that answered with an error chunk serves on; one that
+		// hung up (qemu-nbd 7.2) leaves every later call failing at once.
+		_, err := c.ReadAt(buf, 0)
+		t.Logf("a read after them: %v", err)
+		if lost != (err != nil) || lost && !errors.Is(err, ErrConnectionLost) {
+			t.Errorf("a read after them (connection lost %v): %v", lost, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("requests hang after the failed read")
+	}
 }
