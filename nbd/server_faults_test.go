@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -49,15 +50,16 @@ func (f *serverFaultDisk) Flush(ctx context.Context) error {
 	return nil
 }
 
-// TestServerQemuIoBackendErrors: a backend's failures reach QEMU's NBD
+// TestServerBackendErrorsReachClients: a backend's failures reach QEMU's NBD
 // client (qemu-io, structured replies) with their errno, one command at a
 // time, and the connection serves the next command as before. With a
 // writeback cache, a read over the bad sector fails with EIO and a write
 // over the other with ENOSPC, while the commands around them succeed and
 // read back what was written, and a failing flush fails qemu-io; with its
 // default writethrough cache a write is followed by a flush (or sent with
-// FUA), and it fails with the flush's EIO.
-func TestServerQemuIoBackendErrors(t *testing.T) {
+// FUA), and it fails with the flush's EIO. libnbd's nbdcopy copying the
+// export out or in fails on the bad sector, with its errno.
+func TestServerBackendErrorsReachClients(t *testing.T) {
 	qemuIO := testenv.Need(t, "qemu-io", "qemu-utils")
 	d := &serverFaultDisk{d: NewMemDisk(1 << 20), badRead: 64<<10 + 512, badWrite: 128<<10 + 1024}
 	d.failFlush.Store(true)
@@ -107,6 +109,23 @@ func TestServerQemuIoBackendErrors(t *testing.T) {
 		n := d.flushes.Load()
 		if out, err := testenv.RunErr(30*time.Second, qemuIO, args...); err == nil || d.flushes.Load() == n {
 			t.Fatalf("flush that fails: %v, %d flushes\n%s", err, d.flushes.Load()-n, out)
+		}
+	})
+	// libnbd's nbdcopy, reading the whole export and writing it whole:
+	// each copy fails on the bad sector, saying why.
+	t.Run("nbdcopy", func(t *testing.T) {
+		nbdcopy := testenv.Need(t, "nbdcopy", "libnbd-bin")
+		d.failFlush.Store(false)
+		uri := "nbd+unix:///f?socket=" + path
+		img := filepath.Join(t.TempDir(), "img")
+		for _, tc := range []struct{ from, to, want string }{
+			{uri, img, "Input/output error"},
+			{img, uri, "No space left on device"},
+		} {
+			out, err := testenv.RunErr(30*time.Second, nbdcopy, tc.from, tc.to)
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Errorf("nbdcopy %s %s: %v\n%s\nwant a failure saying %q", tc.from, tc.to, err, out, tc.want)
+			}
 		}
 	})
 	t.Run("writethrough", func(t *testing.T) {
