@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,7 +193,9 @@ func ext4Magic(t *testing.T, b nbd.Backend) uint16 {
 // subsystem, Dial connects, and 16 MiB of random writes and reads are
 // checked byte for byte, with digests off, then through a proxy that cuts
 // every connection mid-transfer (the host reconnects to nvmet and
-// re-issues what was in flight), then with digests on. The guest waits
+// re-issues what was in flight), then with digests on. A third namespace,
+// a null_blk device with bad sectors, must fail their reads and writes
+// with EIO while serving the blocks around them. The guest waits
 // until the host writes a marker through NVMe, then checks the marker
 // and the data's checksum on its own side.
 func TestKernelTarget(t *testing.T) {
@@ -213,6 +216,7 @@ func TestKernelTarget(t *testing.T) {
 	vm.QEMU("-netdev", fmt.Sprintf("user,id=user0,hostfwd=tcp:127.0.0.1:%d-10.0.2.15:4420", port), "-device", "e1000,netdev=user0")
 	vm.Setup("ip link set lo up", "ip link set eth0 up", "ip addr add 10.0.2.15/24 dev eth0")
 	vm.Module("brd", "rd_nr=1", "rd_size=65536", "max_part=0")
+	vm.Module("null_blk", "nr_devices=0")
 	vm.Module("nvmet-tcp")
 	vm.Module("crc32c_generic")
 	var hostErr error
@@ -230,6 +234,14 @@ mkdir subsystems/`+nqn+`/namespaces/2
 echo -n /ns2.img > subsystems/`+nqn+`/namespaces/2/device_path
 echo 1 > subsystems/`+nqn+`/namespaces/2/buffered_io
 echo 1 > subsystems/`+nqn+`/namespaces/2/enable
+mkdir /sys/kernel/config/nullb/nhdbad
+( cd /sys/kernel/config/nullb/nhdbad
+  echo 1 > memory_backed; echo 8 > size; echo 512 > blocksize
+  echo +128-135 > badblocks; echo 1 > power )
+mkdir subsystems/`+nqn+`/namespaces/3
+echo -n /dev/nhdbad > subsystems/`+nqn+`/namespaces/3/device_path
+echo 1 > subsystems/`+nqn+`/namespaces/3/enable
+echo "namespace 3: /dev/nhdbad, null_blk with sectors $(cat /sys/kernel/config/nullb/nhdbad/badblocks) bad"
 mkdir ports/1
 echo tcp > ports/1/addr_trtype
 echo ipv4 > ports/1/addr_adrfam
@@ -312,6 +324,9 @@ func hostAgainstNvmet(addr, nqn string, proxy *cutProxy) (string, error) {
 	if !found {
 		return "", fmt.Errorf("discovery log %+v does not list %s", es, nqn)
 	}
+	if err := badBlocks(ctx, addr, nqn); err != nil {
+		return "", err
+	}
 	grown, err := watchGrowth(ctx, addr, nqn)
 	if err != nil {
 		return "", err
@@ -363,6 +378,35 @@ func hostAgainstNvmet(addr, nqn string, proxy *cutProxy) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(pattern)), nil
+}
+
+// badBlocks connects a host to namespace 3, a null_blk device whose
+// sectors 128-135 fail: a read or a write of them fails with EIO (nvmet's
+// Internal Error for the block layer's), the blocks around them read and
+// write, and the host goes on serving.
+func badBlocks(ctx context.Context, addr, nqn string) error {
+	h, err := Dial(ctx, addr, nqn, &Config{IOQueues: 1, NSID: 3})
+	if err != nil {
+		return fmt.Errorf("dial namespace 3: %w", err)
+	}
+	defer h.Close()
+	good := bytes.Repeat([]byte("good"), 1024)
+	back := make([]byte, len(good))
+	if _, err := h.ReadAt(back, 64<<10); !errors.Is(err, syscall.EIO) {
+		return fmt.Errorf("read of namespace 3's bad sectors: %v, want EIO", err)
+	}
+	if _, err := h.WriteAt(good, 64<<10); !errors.Is(err, syscall.EIO) {
+		return fmt.Errorf("write of namespace 3's bad sectors: %v, want EIO", err)
+	}
+	for _, off := range []int64{60 << 10, 68 << 10} {
+		if _, err := h.WriteAt(good, off); err != nil {
+			return fmt.Errorf("write beside namespace 3's bad sectors: %w", err)
+		}
+		if _, err := h.ReadAt(back, off); err != nil || !bytes.Equal(back, good) {
+			return fmt.Errorf("read beside namespace 3's bad sectors: %v", err)
+		}
+	}
+	return nil
 }
 
 // watchGrowth connects a host to namespace 2 (8 MiB) and returns what it
