@@ -8,7 +8,8 @@
 // (Done) leaves its sectors one possibility; one that failed, or whose
 // fate is not known yet, adds its generation to what they may hold
 // (Maybe), as a write that fails may have reached some sectors and not
-// others. Check compares sectors read back with the model.
+// others. Check compares sectors read back with the model. Workers runs
+// a fault test's workers, each with a model of its own region.
 //
 // A Model is used by one goroutine.
 package diskmodel

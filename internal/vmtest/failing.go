@@ -52,9 +52,9 @@ func (f *FailingBlocks) WriteAt(p []byte, off int64) (int, error) {
 func (f *FailingBlocks) Size() int64 { return f.Inner.Size() }
 
 // FailingBlockStep adds a guest step that checks how a host sees a disk
-// whose backend fails some blocks (FailingBlocks): direct (O_DIRECT) reads
-// and writes of 4 KiB blocks at dev, where block readBad cannot be read
-// and block writeBad cannot be written. The step fails unless the good
+// whose backend is f: direct (O_DIRECT) reads and writes of 4 KiB blocks
+// at dev, where f's block ReadBad cannot be read and its block WriteBad
+// cannot be written. The step fails unless the good
 // blocks read and write, the bad ones fail (a read with an I/O error, a
 // write with an I/O error or, where the host's driver keeps the errno, no
 // space), and the device still serves the good blocks after them. Its
