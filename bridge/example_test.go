@@ -3,13 +3,16 @@ package bridge_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
+	"github.com/nhdkit/nhd/ata"
 	"github.com/nhdkit/nhd/bridge"
 	"github.com/nhdkit/nhd/checksum"
 	"github.com/nhdkit/nhd/nbd"
@@ -132,6 +135,37 @@ func ExampleNewAhead() {
 		log.Fatal(err)
 	}
 	// Output: behind
+}
+
+// fullDisk is a memory disk that has no room left past its first 4 KiB.
+type fullDisk struct{ *nbd.MemDisk }
+
+func (d fullDisk) WriteAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > 4096 {
+		return 0, syscall.ENOSPC
+	}
+	return d.MemDisk.WriteAt(p, off)
+}
+
+// A write behind that fails is reported by the next call, as an
+// *ata.OffsetError with the failed write's offset (the LBA an ATA device
+// reports) that wraps ErrWriteBehind and the backend's error; once
+// reported, it is gone.
+func ExampleErrWriteBehind() {
+	a, err := bridge.NewAhead(fullDisk{nbd.NewMemDisk(1 << 20)}, bridge.AheadConfig{Block: 4096, Depth: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := a.WriteAt(make([]byte, 4096), 8192); err != nil {
+		log.Fatal(err) // accepted: the write goes on behind
+	}
+	err = a.Flush(context.Background())
+	var oe *ata.OffsetError
+	fmt.Println(errors.Is(err, bridge.ErrWriteBehind), errors.As(err, &oe) && oe.Off == 8192, errors.Is(err, syscall.ENOSPC))
+	fmt.Println(a.Flush(context.Background()))
+	// Output:
+	// true true true
+	// <nil>
 }
 
 // The rows of Table 4, from before to after.
