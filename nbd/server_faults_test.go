@@ -1,7 +1,9 @@
 package nbd
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -117,10 +119,14 @@ func TestServerBackendErrorsReachClients(t *testing.T) {
 		nbdcopy := testenv.Need(t, "nbdcopy", "libnbd-bin")
 		d.failFlush.Store(false)
 		uri := "nbd+unix:///f?socket=" + path
-		img := filepath.Join(t.TempDir(), "img")
+		dir := t.TempDir()
+		out, in := filepath.Join(dir, "out"), filepath.Join(dir, "in")
+		if err := os.WriteFile(in, bytes.Repeat([]byte("nbdcopy!"), 1<<20/8), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		for _, tc := range []struct{ from, to, want string }{
-			{uri, img, "Input/output error"},
-			{img, uri, "No space left on device"},
+			{uri, out, "Input/output error"},
+			{in, uri, "No space left on device"},
 		} {
 			out, err := testenv.RunErr(30*time.Second, nbdcopy, tc.from, tc.to)
 			if err == nil || !strings.Contains(out, tc.want) {
