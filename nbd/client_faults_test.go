@@ -179,23 +179,8 @@ func (f *faultRegion) inFlight(depth, ops int) error {
 // serving): nothing hangs, a failed read's buffer is zeroed, and nothing
 // succeeds that did not happen.
 func TestClientQemuNbdInjectedErrors(t *testing.T) {
-	qemuNbd := testenv.Need(t, "qemu-nbd", "qemu-utils")
-	dir := t.TempDir()
-	img, conf := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "blkdebug.conf")
 	want := bytes.Repeat([]byte("qemu-nbd"), 1<<20/8)
-	if err := os.WriteFile(img, want, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rules := "[inject-error]\nevent = \"none\"\niotype = \"read\"\nerrno = \"5\"\nsector = \"128\"\nonce = \"off\"\n\n" +
-		"[inject-error]\nevent = \"none\"\niotype = \"write\"\nerrno = \"28\"\nsector = \"256\"\nonce = \"off\"\n"
-	if err := os.WriteFile(conf, []byte(rules), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sock := testenv.SocketPath(t, "qemu.sock")
-	p := testenv.Start(t, qemuNbd, "--socket="+sock, "--persistent", "--shared=2", "--image-opts",
-		"driver=blkdebug,config="+conf+",image.driver=raw,image.file.driver=file,image.file.filename="+img)
-	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-	c := clientDial(t, "nbd+unix:///?socket="+sock)
+	c := clientDial(t, qemuNbdBlkdebug(t, want))
 	buf := make([]byte, 4096)
 	if _, err := c.WriteAt(buf, 126<<10); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("write over sector 256: %v, want ENOSPC", err)
@@ -208,7 +193,35 @@ func TestClientQemuNbdInjectedErrors(t *testing.T) {
 	if _, err := c.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, want[:4096]) {
 		t.Fatalf("read back: %v", err)
 	}
-	// Reads in flight when one of them meets the bad sector.
+	readsAcrossHangUp(t, c, want)
+}
+
+// qemuNbdBlkdebug serves a raw file holding data with qemu-nbd through
+// QEMU's blkdebug driver, which fails every read touching sector 128 with
+// EIO and every write touching sector 256 with ENOSPC, and returns its URI.
+func qemuNbdBlkdebug(t *testing.T, data []byte) string {
+	qemuNbd := testenv.Need(t, "qemu-nbd", "qemu-utils")
+	dir := t.TempDir()
+	img, conf := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "blkdebug.conf")
+	if err := os.WriteFile(img, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rules := "[inject-error]\nevent = \"none\"\niotype = \"read\"\nerrno = \"5\"\nsector = \"128\"\nonce = \"off\"\n\n" +
+		"[inject-error]\nevent = \"none\"\niotype = \"write\"\nerrno = \"28\"\nsector = \"256\"\nonce = \"off\"\n"
+	if err := os.WriteFile(conf, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := testenv.SocketPath(t, "qemu.sock")
+	p := testenv.Start(t, qemuNbd, "--socket="+sock, "--persistent", "--shared=2", "--image-opts",
+		"driver=blkdebug,config="+conf+",image.driver=raw,image.file.driver=file,image.file.filename="+img)
+	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
+	return "nbd+unix:///?socket=" + sock
+}
+
+// readsAcrossHangUp keeps four reads in flight from 56 KiB on, one of
+// them over the bad sector, and checks what each and the next call get.
+func readsAcrossHangUp(t *testing.T, c *Client, want []byte) {
+	buf := make([]byte, 4096)
 	calls := make([]Call, 4)
 	bufs := make([][]byte, len(calls))
 	for i := range calls {

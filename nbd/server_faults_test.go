@@ -62,80 +62,78 @@ func (f *serverFaultDisk) Flush(ctx context.Context) error {
 // FUA), and it fails with the flush's EIO. libnbd's nbdcopy copying the
 // export out or in fails on the bad sector, with its errno.
 func TestServerBackendErrorsReachClients(t *testing.T) {
-	qemuIO := testenv.Need(t, "qemu-io", "qemu-utils")
 	d := &serverFaultDisk{d: NewMemDisk(1 << 20), badRead: 64<<10 + 512, badWrite: 128<<10 + 1024}
-	d.failFlush.Store(true)
-	path := serverTestStart(t, &Server{Exports: []Export{{Name: "f", Backend: d}}})
-	run := func(t *testing.T, args []string, want ...string) {
-		out, err := testenv.RunErr(30*time.Second, qemuIO, append([]string{"-f", "raw", "nbd+unix:///f?socket=" + path}, args...)...)
-		if err == nil {
-			t.Fatalf("qemu-io reported no failure:\n%s", out)
-		}
-		var got []string
-		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, "read ") || strings.HasPrefix(l, "wrote ") || strings.Contains(l, " failed") {
-				got = append(got, strings.TrimSpace(l))
-			}
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("qemu-io said:\n%s\nwant, in order:\n%s", out, strings.Join(want, "\n"))
-		}
+	uri := "nbd+unix:///f?socket=" + serverTestStart(t, &Server{Exports: []Export{{Name: "f", Backend: d}}})
+	t.Run("qemu-io", func(t *testing.T) { serverFaultsQemuIO(t, d, uri) })
+	t.Run("nbdcopy", func(t *testing.T) { serverFaultsNbdcopy(t, d, uri) })
+}
+
+// serverFaultsQemuIO is TestServerBackendErrorsReachClients for qemu-io.
+func serverFaultsQemuIO(t *testing.T, d *serverFaultDisk, uri string) {
+	qemuIO := testenv.Need(t, "qemu-io", "qemu-utils")
+	run := func(args ...string) (string, error) {
+		return testenv.RunErr(30*time.Second, qemuIO, append([]string{"-f", "raw", uri}, args...)...)
 	}
-	t.Run("writeback", func(t *testing.T) {
-		run(t, []string{"-t", "writeback",
-			"-c", "write -P 0xcd 0 4k",
-			"-c", "read -P 0xcd 0 4k",
-			"-c", "read 60k 8k",
-			"-c", "read 56k 8k",
-			"-c", "write -P 0x5a 124k 8k",
-			"-c", "write -P 0x5a 116k 8k",
-			"-c", "read -P 0x5a 116k 8k",
-			"-c", "flush"},
-			"wrote 4096/4096 bytes at offset 0",
-			"read 4096/4096 bytes at offset 0",
-			"read failed: Input/output error",
-			"read 8192/8192 bytes at offset 57344",
-			"write failed: No space left on device",
-			"wrote 8192/8192 bytes at offset 118784",
-			"read 8192/8192 bytes at offset 118784")
-	})
+	d.failFlush.Store(false)
+	out, err := run("-t", "writeback",
+		"-c", "write -P 0xcd 0 4k", "-c", "read -P 0xcd 0 4k", "-c", "read 60k 8k", "-c", "read 56k 8k",
+		"-c", "write -P 0x5a 124k 8k", "-c", "write -P 0x5a 116k 8k", "-c", "read -P 0x5a 116k 8k")
+	wantQemuIO(t, out, err,
+		"wrote 4096/4096 bytes at offset 0",
+		"read 4096/4096 bytes at offset 0",
+		"read failed: Input/output error",
+		"read 8192/8192 bytes at offset 57344",
+		"write failed: No space left on device",
+		"wrote 8192/8192 bytes at offset 118784",
+		"read 8192/8192 bytes at offset 118784")
 	// qemu-io prints nothing of a flush, failed or not: its exit status
 	// and the backend's count tell.
-	t.Run("flush", func(t *testing.T) {
-		args := []string{"-f", "raw", "-t", "writeback", "nbd+unix:///f?socket=" + path, "-c", "write 0 4k", "-c", "flush"}
-		d.failFlush.Store(false)
-		if out, err := testenv.RunErr(30*time.Second, qemuIO, args...); err != nil || d.flushes.Load() == 0 {
-			t.Fatalf("flush that works: %v, %d flushes\n%s", err, d.flushes.Load(), out)
+	n := d.flushes.Load()
+	if out, err := run("-t", "writeback", "-c", "write 0 4k", "-c", "flush"); err != nil || d.flushes.Load() == n {
+		t.Fatalf("flush that works: %v, %d flushes\n%s", err, d.flushes.Load()-n, out)
+	}
+	d.failFlush.Store(true)
+	n = d.flushes.Load()
+	if out, err := run("-t", "writeback", "-c", "write 0 4k", "-c", "flush"); err == nil || d.flushes.Load() == n {
+		t.Fatalf("flush that fails: %v, %d flushes\n%s", err, d.flushes.Load()-n, out)
+	}
+	out, err = run("-c", "write -P 0x11 8k 4k") // writethrough: the write's flush fails
+	wantQemuIO(t, out, err, "write failed: Input/output error")
+	d.failFlush.Store(false)
+}
+
+// wantQemuIO checks that qemu-io failed and reported, in order, the want
+// lines about reads and writes.
+func wantQemuIO(t *testing.T, out string, err error, want ...string) {
+	t.Helper()
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "read ") || strings.HasPrefix(l, "wrote ") || strings.Contains(l, " failed") {
+			got = append(got, strings.TrimSpace(l))
 		}
-		d.failFlush.Store(true)
-		n := d.flushes.Load()
-		if out, err := testenv.RunErr(30*time.Second, qemuIO, args...); err == nil || d.flushes.Load() == n {
-			t.Fatalf("flush that fails: %v, %d flushes\n%s", err, d.flushes.Load()-n, out)
+	}
+	if err == nil || !slices.Equal(got, want) {
+		t.Fatalf("qemu-io: %v, said:\n%s\nwant a failure and, in order:\n%s", err, out, strings.Join(want, "\n"))
+	}
+}
+
+// serverFaultsNbdcopy is TestServerBackendErrorsReachClients for libnbd's
+// nbdcopy, copying the whole export out and a file in: each copy fails on
+// the bad sector, saying why.
+func serverFaultsNbdcopy(t *testing.T, d *serverFaultDisk, uri string) {
+	nbdcopy := testenv.Need(t, "nbdcopy", "libnbd-bin")
+	dir := t.TempDir()
+	out, in := filepath.Join(dir, "out"), filepath.Join(dir, "in")
+	if err := os.WriteFile(in, bytes.Repeat([]byte("nbdcopy!"), 1<<20/8), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{uri, out, "Input/output error"},
+		{in, uri, "No space left on device"},
+	} {
+		said, err := testenv.RunErr(30*time.Second, nbdcopy, tc.from, tc.to)
+		if err == nil || !strings.Contains(said, tc.want) {
+			t.Errorf("nbdcopy %s %s: %v\n%s\nwant a failure saying %q", tc.from, tc.to, err, said, tc.want)
 		}
-	})
-	// libnbd's nbdcopy, reading the whole export and writing it whole:
-	// each copy fails on the bad sector, saying why.
-	t.Run("nbdcopy", func(t *testing.T) {
-		nbdcopy := testenv.Need(t, "nbdcopy", "libnbd-bin")
-		d.failFlush.Store(false)
-		uri := "nbd+unix:///f?socket=" + path
-		dir := t.TempDir()
-		out, in := filepath.Join(dir, "out"), filepath.Join(dir, "in")
-		if err := os.WriteFile(in, bytes.Repeat([]byte("nbdcopy!"), 1<<20/8), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		for _, tc := range []struct{ from, to, want string }{
-			{uri, out, "Input/output error"},
-			{in, uri, "No space left on device"},
-		} {
-			out, err := testenv.RunErr(30*time.Second, nbdcopy, tc.from, tc.to)
-			if err == nil || !strings.Contains(out, tc.want) {
-				t.Errorf("nbdcopy %s %s: %v\n%s\nwant a failure saying %q", tc.from, tc.to, err, out, tc.want)
-			}
-		}
-	})
-	t.Run("writethrough", func(t *testing.T) {
-		d.failFlush.Store(true)
-		run(t, []string{"-c", "write -P 0x11 8k 4k"}, "write failed: Input/output error")
-	})
+	}
 }

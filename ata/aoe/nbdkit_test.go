@@ -2,6 +2,7 @@ package aoe
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -70,12 +71,20 @@ func TestTargetNbdkitInjectedErrors(t *testing.T) {
 		t.Fatal("no command met an injected error")
 	}
 	t.Logf("%d of 600 commands failed", failed)
-	// The disk, read back through the client, each read tried again while
-	// the filter fails it.
-	disk := make([]byte, testSectors*512)
-	for off := 0; off < len(disk); off += 64 << 10 {
-		for try := 0; ; try++ {
-			if _, err = client.ReadAt(disk[off:off+64<<10], int64(off)); err == nil || try == 50 {
+	if err := m.Check(readBack(t, client, testSectors*512), 0); err != nil {
+		t.Fatalf("the disk at the end: %v", err)
+	}
+}
+
+// readBack reads n bytes from r in 64 KiB pieces, each read tried again
+// (up to 50 times) while the error filter fails it.
+func readBack(t *testing.T, r io.ReaderAt, n int) []byte {
+	p := make([]byte, n)
+	for off := 0; off < n; off += 64 << 10 {
+		q := p[off:min(off+64<<10, n)]
+		var err error
+		for try := 0; try < 50; try++ {
+			if _, err = r.ReadAt(q, int64(off)); err == nil {
 				break
 			}
 		}
@@ -83,7 +92,5 @@ func TestTargetNbdkitInjectedErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := m.Check(disk, 0); err != nil {
-		t.Fatalf("the disk at the end: %v", err)
-	}
+	return p
 }
