@@ -170,3 +170,34 @@ func TestSameAsNbdcopy(t *testing.T) {
 		t.Fatal("nbdcopy's copy or ours differs from the source")
 	}
 }
+
+// A copy whose source or destination fails part way (nbdkit's error
+// filter on a pattern export and on a memory export, half the reads or
+// writes failing) ends with an error on one line naming the errno, never
+// with success.
+func TestInjectedErrors(t *testing.T) {
+	bin := testenv.Need(t, "nbdkit", "nbdkit")
+	start := func(args ...string) string {
+		sock := testenv.SocketPath(t, "nbdkit.sock")
+		p := testenv.Start(t, bin, append([]string{"--foreground", "--exit-with-parent", "--unix", sock, "--filter=error"}, args...)...)
+		testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
+		return "nbd+unix:///?socket=" + sock
+	}
+	src, _ := testImage(t, 5)
+	dst := filepath.Join(t.TempDir(), "dst.img")
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"source", start("pattern", "size=4M", "error-pread-rate=0.5"), dst, "input/output error"},
+		{"destination", src, start("memory", "size=4M", "error-pwrite=ENOSPC", "error-pwrite-rate=0.5"), "no space left on device"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			err := run(context.Background(), []string{tc.from, tc.to}, &stderr)
+			t.Logf("copy: %v", err)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("copy: %v, want one line saying %q", err, tc.want)
+			}
+		})
+	}
+}
