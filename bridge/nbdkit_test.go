@@ -155,11 +155,8 @@ func TestNbdkitKilledWritesBehind(t *testing.T) {
 // the test ends.
 func startNbdkit(t *testing.T, args ...string) (*testenv.Process, *nbd.Client) {
 	t.Helper()
-	bin := testenv.Need(t, "nbdkit", "nbdkit")
-	sock := testenv.SocketPath(t, "nbdkit.sock")
-	p := testenv.Start(t, bin, append([]string{"--foreground", "--exit-with-parent", "--unix", sock}, args...)...)
-	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-	c, err := nbd.Dial(context.Background(), "nbd+unix:///?socket="+sock)
+	p, uri := testenv.Nbdkit(t, args...)
+	c, err := nbd.Dial(context.Background(), uri)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,12 +23,7 @@ import (
 // parameters) and returns the process and an nbd+unix URI for export "".
 func clientNbdkit(t testing.TB, args ...string) (*testenv.Process, string) {
 	t.Helper()
-	bin := testenv.Need(t, "nbdkit", "nbdkit")
-	sock := testenv.SocketPath(t, "nbdkit.sock")
-	full := append([]string{"--foreground", "--exit-with-parent", "--unix", sock}, args...)
-	p := testenv.Start(t, bin, full...)
-	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-	return p, "nbd+unix:///?socket=" + sock
+	return testenv.Nbdkit(t, args...)
 }
 
 func clientDial(t *testing.T, uri string, opts ...Option) *Client {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/nhdkit/nhd/ata"
 	"github.com/nhdkit/nhd/internal/diskmodel"
@@ -22,12 +21,9 @@ import (
 // write that may have reached it wrote (internal/diskmodel), and the disk
 // read back at the end every write that succeeded.
 func TestTargetNbdkitInjectedErrors(t *testing.T) {
-	bin := testenv.Need(t, "nbdkit", "nbdkit")
-	sock := testenv.SocketPath(t, "nbdkit.sock")
-	p := testenv.Start(t, bin, "--foreground", "--exit-with-parent", "--unix", sock, "--filter=error", "memory", "size=1M",
+	_, uri := testenv.Nbdkit(t, "--filter=error", "memory", "size=1M",
 		"error-pread-rate=0.25", "error-pwrite=ENOSPC", "error-pwrite-rate=0.25")
-	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-	client, err := nbd.Dial(context.Background(), "nbd+unix:///?socket="+sock)
+	client, err := nbd.Dial(context.Background(), uri)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,12 +176,9 @@ func TestSameAsNbdcopy(t *testing.T) {
 // writes failing) ends with an error on one line naming the errno, never
 // with success.
 func TestInjectedErrors(t *testing.T) {
-	bin := testenv.Need(t, "nbdkit", "nbdkit")
 	start := func(args ...string) string {
-		sock := testenv.SocketPath(t, "nbdkit.sock")
-		p := testenv.Start(t, bin, append([]string{"--foreground", "--exit-with-parent", "--unix", sock, "--filter=error"}, args...)...)
-		testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-		return "nbd+unix:///?socket=" + sock
+		_, uri := testenv.Nbdkit(t, append([]string{"--filter=error"}, args...)...)
+		return uri
 	}
 	src, _ := testImage(t, 5)
 	dst := filepath.Join(t.TempDir(), "dst.img")

@@ -405,11 +405,8 @@ func TestParseWorkload(t *testing.T) {
 
 // TestNbdkit runs the bridge against nbdkit's memory plugin through -uri.
 func TestNbdkit(t *testing.T) {
-	nbdkit := testenv.Need(t, "nbdkit", "nbdkit")
-	sock := testenv.SocketPath(t, "nbdkit.sock")
-	p := testenv.Start(t, nbdkit, "--foreground", "--exit-with-parent", "--unix", sock, "memory", "size=16M")
-	testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-	out, err := runArgs(t, "-uri", "nbd+unix:///?socket="+sock, "-span", "4m", "-bytes", "512k", "-workload", "randrw70", "-depth", "2", "-table=false", "-json")
+	p, uri := testenv.Nbdkit(t, "memory", "size=16M")
+	out, err := runArgs(t, "-uri", uri, "-span", "4m", "-bytes", "512k", "-workload", "randrw70", "-depth", "2", "-table=false", "-json")
 	if err != nil {
 		t.Fatalf("%v\nnbdkit: %s", err, p.Output())
 	}

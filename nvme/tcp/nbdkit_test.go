@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nhdkit/nhd/internal/diskmodel"
 	"github.com/nhdkit/nhd/internal/testenv"
@@ -26,15 +25,12 @@ import (
 // without.
 func TestNbdkitInjectedErrors(t *testing.T) {
 	const size, workers = 2 << 20, 8
-	bin := testenv.Need(t, "nbdkit", "nbdkit")
 	for _, digests := range []bool{false, true} {
 		t.Run(fmt.Sprint("digests ", digests), func(t *testing.T) {
-			sock := testenv.SocketPath(t, "nbdkit.sock")
-			p := testenv.Start(t, bin, "--foreground", "--exit-with-parent", "--unix", sock, "--filter=error", "memory", fmt.Sprint("size=", size),
+			_, uri := testenv.Nbdkit(t, "--filter=error", "memory", fmt.Sprint("size=", size),
 				"error-pread-rate=0.25", "error-pwrite=ENOSPC", "error-pwrite-rate=0.25",
 				"error-trim=EPERM", "error-trim-rate=0.25", "error-zero=EINVAL", "error-zero-rate=0.25")
-			testenv.WaitDial(t, p, "unix", sock, 10*time.Second)
-			client, err := nbd.Dial(context.Background(), "nbd+unix:///?socket="+sock)
+			client, err := nbd.Dial(context.Background(), uri)
 			if err != nil {
 				t.Fatal(err)
 			}
