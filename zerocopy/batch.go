@@ -140,6 +140,9 @@ func (b *Batch) Write() (int64, error) {
 		b.nb = b.vec
 		n, err := b.nb.WriteTo(b.w)
 		b.nb = nil
+		if err == nil && n < int64(b.n) { // a writer breaking io.Writer's contract
+			err = io.ErrShortWrite
+		}
 		b.acct.AddCrossing(n)
 		return n, err
 	}

@@ -418,6 +418,9 @@ func (m *Message) WriteTo(w io.Writer) (int64, error) {
 	n, err := m.nb.WriteTo(w)
 	m.nb = nil
 	clear(m.vec)
+	if err == nil && n < int64(m.n) { // a writer breaking io.Writer's contract
+		err = io.ErrShortWrite
+	}
 	m.acct.AddCrossing(n)
 	if terr := m.TrimFront(int(n)); terr != nil && err == nil {
 		err = terr
@@ -441,13 +444,17 @@ func (m *Message) ReadFrom(r io.Reader) (int64, error) {
 // ReadFromN reads exactly n bytes from r into new pooled buffers appended at
 // the end of the message, like io.ReadFull: it returns io.EOF if r was at
 // its end and io.ErrUnexpectedEOF if it ended after some but not all bytes
-// (the bytes read stay in the message).
+// (the bytes read stay in the message); once all n are read, an error r
+// returned with the last of them (io.EOF, say) is not reported.
 func (m *Message) ReadFromN(r io.Reader, n int64) (int64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("%w: ReadFromN(%d)", ErrRange, n)
 	}
 	got, err := m.read(r, n)
-	if err == io.EOF && got > 0 {
+	switch {
+	case got == n:
+		err = nil
+	case err == io.EOF && got > 0:
 		err = io.ErrUnexpectedEOF
 	}
 	return got, err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"testing/iotest"
 
@@ -250,6 +251,16 @@ func TestReadFromN(t *testing.T) {
 	n, err := m.ReadFrom(iotest.TimeoutReader(iotest.OneByteReader(bytes.NewReader([]byte("xyz")))))
 	if n != 1 || err == nil || m.Len() != 251 {
 		t.Fatalf("ReadFrom with a failing reader = %d, %v; Len %d (bytes read must stay)", n, err, m.Len())
+	}
+	// The last bytes and io.EOF in one Read (io.Reader allows it): all n
+	// were read, so no error, as io.ReadFull.
+	n, err = m.ReadFromN(iotest.DataErrReader(bytes.NewReader(bytes.Repeat([]byte{8}, 150))), 150)
+	if n != 150 || err != nil || m.Len() != 401 {
+		t.Fatalf("ReadFromN(150) of 150 bytes ending with io.EOF = %d, %v; Len %d", n, err, m.Len())
+	}
+	n, err = m.ReadFromN(iotest.DataErrReader(bytes.NewReader(bytes.Repeat([]byte{9}, 50))), 60)
+	if n != 50 || err != io.ErrUnexpectedEOF || m.Len() != 451 {
+		t.Fatalf("ReadFromN(60) of 50 bytes ending with io.EOF = %d, %v; Len %d", n, err, m.Len())
 	}
 }
 
@@ -667,4 +678,38 @@ func TestReadFromAtWriteToAtFile(t *testing.T) {
 	if _, err := m.WriteToAt(out, -1); !errors.Is(err, ErrRange) {
 		t.Fatalf("negative offset: %v", err)
 	}
+}
+
+// halfWriter breaks io.Writer's contract: it takes half of each write and
+// reports no error.
+type halfWriter struct{ bytes.Buffer }
+
+func (w *halfWriter) Write(p []byte) (int, error) { return w.Buffer.Write(p[:len(p)/2]) }
+
+// badConn is a halfWriter posing as a socket whose descriptor cannot be
+// had: a Batch writes it through net.Buffers.
+type badConn struct{ halfWriter }
+
+func (*badConn) SyscallConn() (syscall.RawConn, error) { return nil, errors.New("no descriptor") }
+
+// A short write with no error is reported as io.ErrShortWrite, whatever
+// the number of fragments and whichever way a Batch writes.
+func TestWriteToShortWrite(t *testing.T) {
+	p := newTestPool(t, 10, 0, true)
+	for _, frags := range []int{1, 2} {
+		m := NewMessage(p)
+		m.ReadFrom(bytes.NewReader(bytes.Repeat([]byte{1}, 10*frags)))
+		if n, err := m.WriteTo(&halfWriter{}); err != io.ErrShortWrite || int(n)+m.Len() != 10*frags {
+			t.Errorf("%d fragments: WriteTo = %d, %v; %d bytes left", frags, n, err, m.Len())
+		}
+		m.Release()
+	}
+	m := NewMessage(p)
+	m.ReadFrom(bytes.NewReader(bytes.Repeat([]byte{2}, 20)))
+	b := NewBatch(&badConn{})
+	b.Add(m)
+	if n, err := b.Write(); err != io.ErrShortWrite || n >= 20 {
+		t.Errorf("Batch.Write to a socket without a descriptor = %d, %v; want a short count and io.ErrShortWrite", n, err)
+	}
+	m.Release()
 }
