@@ -27,7 +27,7 @@ type AheadConfig struct {
 	// uses its largest command. It must be a positive multiple of 512.
 	Block int
 	// Depth is how many requests are in flight at most; 0 means
-	// DefaultDepth.
+	// DefaultDepth. It must not be negative.
 	Depth int
 	// Context bounds the waits made inside ReadAt, WriteAt, Trim, PeekAt
 	// and ReserveAt; nil means context.Background(). Flush takes its own.
@@ -119,6 +119,7 @@ type slot struct {
 	seq   uint64
 	h     dma.Handle // the request's handle, with an async backend
 	err   error      // the request's result when made by a plain call, or the read's
+	stop  int64      // where a failed plain call stopped (the end of what it moved)
 }
 
 // ErrNoTrim is returned by Ahead.Trim when the backend cannot discard.
@@ -138,9 +139,12 @@ var errBlock = errors.New("bridge: block size must be a positive multiple of 512
 // NewAhead returns be with read-ahead and write-behind.
 func NewAhead(be ata.Backend, c AheadConfig) (*Ahead, error) {
 	if c.Block <= 0 || c.Block%512 != 0 {
-		return nil, errBlock
+		return nil, errors.Join(ErrConfig, errBlock)
 	}
-	if c.Depth <= 0 {
+	if c.Depth < 0 {
+		return nil, errors.Join(ErrConfig, errors.New("bridge: negative Ahead depth"))
+	}
+	if c.Depth == 0 {
 		c.Depth = DefaultDepth
 	}
 	if c.Context == nil {
@@ -167,18 +171,20 @@ func (a *Ahead) Size() int64 { return a.size }
 func (a *Ahead) start(i int, write bool, off int64, n int) {
 	s := &a.slots[i]
 	a.seq++
-	s.off, s.n, s.seq, s.err, s.h = off, n, a.seq, nil, 0
+	s.off, s.n, s.seq, s.err, s.h, s.stop = off, n, a.seq, nil, 0, off
 	b := s.buf[:n]
+	var m int
 	switch {
 	case a.async != nil && write:
 		s.h, s.err = a.async.StartWriteAt(a.ctx, b, off)
 	case a.async != nil:
 		s.h, s.err = a.async.StartReadAt(a.ctx, b, off)
 	case write:
-		_, s.err = a.be.WriteAt(b, off)
+		m, s.err = a.be.WriteAt(b, off)
 	default:
-		s.err = readFull(a.be, b, off)
+		m, s.err = readFull(a.be, b, off)
 	}
+	s.stop += int64(min(max(m, 0), n))
 	s.state = slotReading
 	if write {
 		s.state = slotWriting
@@ -191,16 +197,28 @@ func (a *Ahead) start(i int, write bool, off int64, n int) {
 }
 
 // readFull reads all of p at off, a full read that reports io.EOF being a
-// success.
-func readFull(r io.ReaderAt, p []byte, off int64) error {
+// success, and returns the bytes read.
+func readFull(r io.ReaderAt, p []byte, off int64) (int, error) {
 	m, err := r.ReadAt(p, off)
 	if m == len(p) {
-		return nil
+		return m, nil
 	}
 	if err == nil || errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	return err
+	return m, err
+}
+
+// failedAt returns the byte offset where slot s's request failed with err:
+// the one an *ata.OffsetError in err's chain names, else where a plain
+// call stopped, which for a request in flight (no position reported) is
+// its start.
+func failedAt(s *slot, err error) int64 {
+	var oe *ata.OffsetError
+	if errors.As(err, &oe) {
+		return oe.Off
+	}
+	return s.stop
 }
 
 // wait waits for slot i's request. A read's slot then holds its data or
@@ -220,7 +238,7 @@ func (a *Ahead) wait(ctx context.Context, i int) {
 	}
 	s.state, s.err = slotFree, nil
 	if err != nil {
-		a.errs = append(a.errs, &ata.OffsetError{Off: s.off, Err: fmt.Errorf("%w: %w", ErrWriteBehind, err)})
+		a.errs = append(a.errs, &ata.OffsetError{Off: failedAt(s, err), Err: fmt.Errorf("%w: %w", ErrWriteBehind, err)})
 	}
 }
 
@@ -305,8 +323,8 @@ func (a *Ahead) ReadAt(p []byte, off int64) (int, error) {
 			// so that an error is this range's own, at its own offset.
 			s.state, s.err = slotFree, nil
 		}
-		if err := readFull(a.be, q, pos); err != nil {
-			return int(pos - off), err
+		if m, err := readFull(a.be, q, pos); err != nil {
+			return int(pos-off) + m, err
 		}
 		pos = stop
 	}

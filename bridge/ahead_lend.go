@@ -3,6 +3,8 @@ package bridge
 import (
 	"errors"
 	"math"
+
+	"github.com/nhdkit/nhd/ata"
 )
 
 // errLent reports a PeekAt or ReserveAt while a buffer is lent, a release
@@ -50,8 +52,14 @@ func (a *Ahead) PeekAt(off int64, n int) ([]byte, error) {
 		if s := &a.slots[i]; s.state == slotReading {
 			a.wait(a.ctx, i)
 		}
-		if err := a.slots[i].err; err != nil {
-			a.slots[i].state, a.slots[i].err = slotFree, nil
+		if s := &a.slots[i]; s.err != nil {
+			err := s.err
+			s.state, s.err = slotFree, nil
+			if at := failedAt(s, err); at != off {
+				// A plain read that stopped part way: the device takes a
+				// failed loan's LBA from its start unless told otherwise.
+				err = &ata.OffsetError{Off: at, Err: err}
+			}
 			return nil, err
 		}
 	}

@@ -102,8 +102,11 @@ func (b *Bridge) Read(p []byte, off int64) error { return b.exec(ata.CmdReadDMAE
 func (b *Bridge) Write(p []byte, off int64) error { return b.exec(ata.CmdWriteDMAExt, p, off) }
 
 func (b *Bridge) exec(op ata.Opcode, p []byte, off int64) error {
-	if len(p) == 0 || len(p)%512 != 0 || len(p) > b.cfg.MaxCommand || off%512 != 0 {
+	if len(p) == 0 || len(p)%512 != 0 || len(p) > b.cfg.MaxCommand || off%512 != 0 || off < 0 {
 		return ErrCommandSize
+	}
+	if b.closed {
+		return ErrClosed
 	}
 	b.cmd = ata.Command{Op: op, Addressing: ata.AddrLBA48, LBA: uint64(off) / 512, Count: uint32(len(p) / 512)}
 	return b.check(b.host.Exec(&b.cmd, p))
@@ -123,6 +126,9 @@ func (b *Bridge) check(err error) error {
 // Flush runs FLUSH CACHE EXT: the writes behind, if any, complete, and the
 // backend flushes what it has acknowledged.
 func (b *Bridge) Flush() error {
+	if b.closed {
+		return ErrClosed
+	}
 	b.cmd = ata.Command{Op: ata.CmdFlushCacheExt}
 	return b.check(b.host.Exec(&b.cmd, nil))
 }
@@ -150,7 +156,8 @@ func (b *Bridge) Host() *ata.Host { return b.host }
 
 // Close waits for the requests in flight (pipelined across commands) and
 // stops the DMA engine. It returns the error of a write behind that failed
-// and was not reported yet. It does not close the backend.
+// and was not reported yet. It does not close the backend. Read, Write and
+// Flush then return ErrClosed; a second Close returns nil.
 func (b *Bridge) Close() error {
 	if b.closed {
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nhdkit/nhd/ata"
 	"github.com/nhdkit/nhd/checksum"
+	"github.com/nhdkit/nhd/nbd"
 )
 
 const testCmd int64 = 64 << 10
@@ -179,6 +180,46 @@ func TestWriteError(t *testing.T) {
 	}
 }
 
+// TestFailingSector: over a backend whose calls move the sectors before a
+// bad one and then fail, as a file's do, every row reports the bad sector
+// itself, for a read and for a write (behind the write cache, by the next
+// command and by FLUSH CACHE).
+func TestFailingSector(t *testing.T) {
+	for _, v := range Table4() {
+		t.Run(v.Name, func(t *testing.T) {
+			disk := newBadDisk(16 << 20)
+			disk.partial = true
+			b, err := New(Config{Backend: disk, Datapath: v.Datapath, MaxCommand: int(testCmd)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			buf := make([]byte, testCmd)
+			bad := 2*testCmd + testCmd/2 + 5*512
+			disk.bad.Store(bad)
+			e := ataErr(t, b.Read(buf, 2*testCmd))
+			if e.Err&ata.ErrorUNC == 0 || e.LBA != uint64(bad/512) {
+				t.Fatalf("read: %v, want UNC at LBA %d", e, bad/512)
+			}
+			err = b.Write(buf, 2*testCmd)
+			if v.Pipelining == AcrossCommands {
+				if err != nil {
+					t.Fatalf("write behind: %v", err)
+				}
+				err = b.Write(buf, 0)
+			}
+			wantWriteFault(t, err, bad/512)
+			if v.Pipelining != AcrossCommands {
+				return
+			}
+			if err := b.Write(buf, 2*testCmd); err != nil {
+				t.Fatal(err)
+			}
+			wantWriteFault(t, b.Flush(), bad/512)
+		})
+	}
+}
+
 // TestCopies: every row counts the payload of its data phases and the
 // bytes it copies on their way (Bridge.Copies, zerocopy's accounting). A
 // zero-copy row copies each byte once (the DMA engine, between host memory
@@ -225,5 +266,69 @@ func TestCopies(t *testing.T) {
 				t.Errorf("reads: %.3f copies per byte, want %d (%v)", got, wantR, r)
 			}
 		})
+	}
+}
+
+// TestBadInput: configurations New and NewAhead cannot assemble, commands
+// the bridge cannot make, and calls after Close each get the package's own
+// error, before anything reaches the device.
+func TestBadInput(t *testing.T) {
+	disk := nbd.NewMemDisk(1 << 20)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"no backend", Config{}},
+		{"MaxCommand 1000", Config{Backend: disk, MaxCommand: 1000}},
+		{"negative Chunk", Config{Backend: disk, Chunk: -512}},
+		{"negative Depth", Config{Backend: disk, Datapath: Table4()[5].Datapath, Depth: -1}},
+		{"Depth 17", Config{Backend: disk, Datapath: Table4()[5].Datapath, Depth: MaxInFlight + 1}},
+		{"zero-copy across commands", Config{Backend: disk, Datapath: Datapath{Streaming: true, ZeroCopy: true, Pipelining: AcrossCommands}}},
+		{"unknown Pipelining", Config{Backend: disk, Datapath: Datapath{Pipelining: AcrossCommands + 1}}},
+	} {
+		if b, err := New(c.cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("New with %s: %v, want ErrConfig", c.name, err)
+			if b != nil {
+				b.Close()
+			}
+		}
+	}
+	for _, c := range []AheadConfig{{Block: 0}, {Block: 1000}, {Block: 4096, Depth: -1}} {
+		if _, err := NewAhead(disk, c); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewAhead(%+v): %v, want ErrConfig", c, err)
+		}
+	}
+	for _, v := range Table4() {
+		b, err := New(Config{Backend: disk, Datapath: v.Datapath, MaxCommand: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 8192)
+		for _, c := range []struct {
+			p   []byte
+			off int64
+		}{{nil, 0}, {buf[:100], 0}, {buf, 0}, {buf[:512], 100}, {buf[:512], -512}} {
+			if err := b.Read(c.p, c.off); !errors.Is(err, ErrCommandSize) {
+				t.Errorf("%s: Read of %d bytes at %d: %v, want ErrCommandSize", v.Name, len(c.p), c.off, err)
+			}
+			if err := b.Write(c.p, c.off); !errors.Is(err, ErrCommandSize) {
+				t.Errorf("%s: Write of %d bytes at %d: %v, want ErrCommandSize", v.Name, len(c.p), c.off, err)
+			}
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Read(buf[:512], 0); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: Read after Close: %v, want ErrClosed", v.Name, err)
+		}
+		if err := b.Write(buf[:512], 0); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: Write after Close: %v, want ErrClosed", v.Name, err)
+		}
+		if err := b.Flush(); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: Flush after Close: %v, want ErrClosed", v.Name, err)
+		}
+		if err := b.Close(); err != nil {
+			t.Errorf("%s: second Close: %v", v.Name, err)
+		}
 	}
 }

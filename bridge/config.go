@@ -168,11 +168,15 @@ type Config struct {
 // Errors of New.
 var (
 	// ErrConfig is returned (wrapped) by New for a Config it cannot
-	// assemble.
+	// assemble, and by NewAhead for an AheadConfig.
 	ErrConfig = errors.New("bridge: invalid config")
 	// ErrCommandSize is returned by Bridge.Read and Write for a buffer
-	// that is empty, longer than MaxCommand or not a multiple of 512.
+	// that is empty, longer than MaxCommand or not a multiple of 512, or
+	// an offset that is negative or not a multiple of 512.
 	ErrCommandSize = errors.New("bridge: command size not a multiple of 512 up to MaxCommand")
+	// ErrClosed is returned by a Bridge's Read, Write and Flush after its
+	// Close.
+	ErrClosed = errors.New("bridge: closed")
 )
 
 // withDefaults fills in c's zero fields and checks it.
@@ -191,8 +195,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.Join(ErrConfig, errors.New("bridge: no backend"))
 	case c.MaxCommand%512 != 0 || c.Chunk%512 != 0 || c.MaxCommand < 0 || c.Chunk < 0:
 		return c, errors.Join(ErrConfig, errors.New("bridge: MaxCommand and Chunk must be multiples of 512"))
-	case c.Depth > MaxInFlight:
-		return c, errors.Join(ErrConfig, errors.New("bridge: Depth larger than MaxInFlight"))
+	case c.Depth < 0 || c.Depth > MaxInFlight:
+		return c, errors.Join(ErrConfig, errors.New("bridge: Depth must be 0 to MaxInFlight"))
 	case c.ZeroCopy && c.Pipelining == AcrossCommands:
 		return c, errors.Join(ErrConfig, errors.New("bridge: pipelined across commands stages its data: ZeroCopy must be off"))
 	case c.Pipelining > AcrossCommands:

@@ -16,6 +16,9 @@ import (
 type badDisk struct {
 	d   *nbd.MemDisk
 	bad atomic.Int64 // byte offset of the bad sector, -1 for none
+	// partial makes a call that meets the bad sector move the sectors
+	// before it first, as a file's would, and count them.
+	partial bool
 }
 
 func newBadDisk(size int64) *badDisk {
@@ -31,16 +34,26 @@ func (b *badDisk) hit(n int, off int64) bool {
 
 func (b *badDisk) ReadAt(p []byte, off int64) (int, error) {
 	if b.hit(len(p), off) {
-		return 0, syscall.EIO
+		return b.before(b.d.ReadAt, p, off)
 	}
 	return b.d.ReadAt(p, off)
 }
 
 func (b *badDisk) WriteAt(p []byte, off int64) (int, error) {
 	if b.hit(len(p), off) {
-		return 0, syscall.EIO
+		return b.before(b.d.WriteAt, p, off)
 	}
 	return b.d.WriteAt(p, off)
+}
+
+// before fails a call that meets the bad sector with EIO, after moving
+// the sectors before it when partial.
+func (b *badDisk) before(rw func([]byte, int64) (int, error), p []byte, off int64) (int, error) {
+	if s := b.bad.Load(); b.partial && s > off {
+		n, _ := rw(p[:s-off], off)
+		return n, syscall.EIO
+	}
+	return 0, syscall.EIO
 }
 
 func (b *badDisk) Size() int64                     { return b.d.Size() }

@@ -194,7 +194,8 @@ func (m *measurer) plain(write bool, p []byte, off int64) error {
 		_, err := m.remote.WriteAt(p, off)
 		return err
 	}
-	return readFull(m.remote, p, off)
+	_, err := readFull(m.remote, p, off)
+	return err
 }
 
 // bareDepth moves ops consecutive blocks from blk with the bare backend,

@@ -75,7 +75,7 @@ func TestMeasure(t *testing.T) {
 	// The span holds what the host last wrote, flushed.
 	buf := make([]byte, DefaultMaxCommand)
 	for off := int64(0); off < measureSpan; off += int64(len(buf)) {
-		if err := readFull(client, buf, off); err != nil {
+		if _, err := readFull(client, buf, off); err != nil {
 			t.Fatal(err)
 		}
 		if err := hosts[0].Verifier.Check(buf, off); err != nil {

@@ -117,7 +117,7 @@ func (s *staged) ReadAt(p []byte, off int64) (int, error) {
 	if s.src != nil {
 		src := s.src
 		s.src = nil
-		if err := readFull(src, s.b, s.base); err != nil {
+		if _, err := readFull(src, s.b, s.base); err != nil {
 			return 0, err
 		}
 	}
