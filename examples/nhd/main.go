@@ -79,7 +79,8 @@ type config struct {
 	Seed      uint64        `json:"seed"`
 	JSON      bool          `json:"-"`
 
-	phases []Workload
+	phases  []Workload
+	spanSet bool // -span given: a disk smaller than it is an error, not the span
 }
 
 // flags are the command line's flags and the strings parsed after them.
@@ -98,7 +99,7 @@ func newFlags(c *config) *flags {
 	fs.StringVar(&f.bytes, "bytes", "", "bytes each phase moves, instead of -duration (4m, 1g)")
 	fs.IntVar(&c.Depth, "depth", 1, "commands in flight: ATA devices sharing the one NBD client")
 	fs.StringVar(&f.size, "size", "4g", "size of the in-process server's sparse memory disk")
-	fs.StringVar(&f.span, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read)")
+	fs.StringVar(&f.span, "span", "128m", "bytes of the disk the workload touches (all written first, then verified on every read); unless given, at most the disk's size")
 	fs.StringVar(&f.chunk, "chunk", "32k", "bytes per NBD request in Table 4's bridge pipelined in chunks (bridge.Config.Chunk)")
 	fs.DurationVar(&c.Spin, "spin", bridge.DefaultSpin, "how long the DMA engine's sides spin for each other before they park (dma.Config.Spin); negative parks at once, 0 is dma.DefaultSpin")
 	fs.IntVar(&c.Ahead, "ahead", bridge.DefaultDepth, "NBD requests in flight in the bridge pipelined across commands (read-ahead, write-behind; bridge.Config.Depth), 1 to 16")
@@ -178,6 +179,12 @@ func (c *config) check(set map[string]bool) error {
 		return usagef("-spin must be at most 1s, got %v", c.Spin)
 	case c.URI != "" && set["size"]:
 		return usagef("-size is for the in-process server; -uri names another")
+	case c.URI == "" && set["span"] && c.Span > c.Size:
+		return usagef("-span %d is larger than the disk (-size %d)", c.Span, c.Size)
+	}
+	c.spanSet = set["span"]
+	if bs := int64(c.phases[0].BlockSize); min(c.Span, c.Size)/bs < int64(c.Depth) {
+		return usagef("-span %d holds fewer than -depth %d blocks of %d bytes", min(c.Span, c.Size), c.Depth, bs)
 	}
 	if c.URI != "" {
 		if _, err := nbd.ParseURI(c.URI); err != nil {

@@ -210,6 +210,11 @@ func TestOtherServer(t *testing.T) {
 	if got := string(buf[:8]); got != "\x03\x00\x00\x00\x00\x00\x00\x00" {
 		t.Errorf("block 3 on the server starts %q, want its stamp", got)
 	}
+	// A span the export cannot hold is an error, not a smaller span.
+	_, err = runArgs(t, "-uri", srv.URI, "-span", "16m", "-bytes", "256k", "-table=false")
+	if want := "-span 16777216 is larger than the disk (8388608 bytes)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("-span 16m on an 8 MiB export: %v, want %q", err, want)
+	}
 }
 
 // TestBadInput checks that bad flags and an unreachable server fail with
@@ -230,6 +235,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-bytes", "lots"}, true, `-bytes "lots"`},
 		{[]string{"-bytes", "1m", "-duration", "1s"}, true, "-bytes and -duration both set"},
 		{[]string{"-size", "1000"}, true, "-size must be a multiple of 512"},
+		{[]string{"-span", "1000"}, true, "-span 1000 holds fewer than -depth 1 blocks of 65536 bytes"},
+		{[]string{"-size", "1m", "-depth", "17"}, true, "-span 1048576 holds fewer than -depth 17 blocks"},
+		{[]string{"-span", "10g"}, true, "-span 10737418240 is larger than the disk (-size 4294967296)"},
 		{[]string{"-chunk", "1000"}, true, "-chunk"},
 		{[]string{"-ahead", "0"}, true, "-ahead must be 1 to 16, got 0"},
 		{[]string{"-ahead", "17"}, true, "-ahead must be 1 to 16, got 17"},

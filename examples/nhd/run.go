@@ -97,6 +97,9 @@ func bridgeRun(ctx context.Context, c *config, prog *progress) (rep *report, err
 	}
 	defer client.Close()
 	rep.DiskSize = client.Size()
+	if c.spanSet && c.Span > rep.DiskSize {
+		return nil, fmt.Errorf("-span %d is larger than the disk (%d bytes)", c.Span, rep.DiskSize)
+	}
 	bs := c.phases[0].BlockSize
 	rep.Span = min(c.Span, rep.DiskSize) / int64(bs) * int64(bs)
 	if rep.Span/int64(bs) < int64(c.Depth) {
