@@ -192,9 +192,14 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 	case *net.TCPConn, *net.UnixConn:
 		c.canWritev = true
 	}
+	// Each slot's first READ would grow its list of covered ranges: give
+	// every slot room for a few from one array now, so that no request
+	// allocates until a reply comes in more pieces than that.
+	ivals := make([]clientIval, clientSlotIvals*len(c.slots))
 	for i := range c.slots {
 		s := &c.slots[i]
 		s.idx = uint32(i)
+		s.ivals = ivals[i*clientSlotIvals : i*clientSlotIvals : (i+1)*clientSlotIvals]
 		s.done = make(chan struct{}, 1)
 		s.wdone = make(chan struct{}, 1)
 		c.free <- uint32(i)
@@ -490,6 +495,10 @@ func (c *clientConn) close(err error) {
 // (after merging adjacent ones), so a server sending tiny chunks out of
 // order cannot make the client allocate in proportion to the request.
 const clientMaxFragments = 1 << 14
+
+// clientSlotIvals is the covered ranges each slot has room for from the
+// start: a READ's reply in up to this many separate pieces at once.
+const clientSlotIvals = 4
 
 // clientMaxExtents bounds the extents of one BLOCK_STATUS reply over all
 // contexts.
