@@ -1,0 +1,35 @@
+// Package allocs counts the heap allocations of a steady-state call for
+// nhd's tests, without rounding them away.
+//
+// testing.AllocsPerRun divides the count by the runs in integers: 99
+// allocations in 100 runs read as 0, so a path that allocates every other
+// call (a slice that grows, a buffer taken from a pool that is empty now
+// and then) passes a test that asks for 0. PerRun returns the exact mean,
+// and a test of a path said to allocate nothing accepts at most Slack per
+// call: one allocation in a hundred calls, what the runtime may make on
+// its own now and then without a call of ours paying for it.
+package allocs
+
+import "runtime"
+
+// Slack is the most allocations per call a test of a path said to
+// allocate nothing accepts.
+const Slack = 0.01
+
+// PerRun calls f runs times to reach the steady state (every slot of a
+// queue taken once, every buffer grown to its size), then runs times more,
+// with GOMAXPROCS at 1 as testing.AllocsPerRun does, and returns the heap
+// allocations made meanwhile (by every goroutine) per call, unrounded.
+func PerRun(runs int, f func()) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range runs {
+		f()
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(runs)
+}
