@@ -12,7 +12,9 @@ const (
 	ATAAsync ATAFlags = 0x02
 	// ATADevice (D): device/head register flag; Linux never sets it.
 	ATADevice ATAFlags = 0x10
-	// ATAExtended (E): LBA48 command, six LBA bytes meaningful.
+	// ATAExtended (E): LBA48 command, six LBA bytes meaningful. Linux sets
+	// it with every EXT opcode; Target ignores it and takes the LBA layout
+	// from the opcode, as vblade does.
 	ATAExtended ATAFlags = 0x40
 )
 

@@ -20,16 +20,7 @@ import (
 // missing from the frame gets the AoE error "bad argument".
 func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, maxSectors int) int {
 	var tf ata.TaskFile
-	tf.Command = ata.Opcode(a.CmdStatus)
-	tf.Features, tf.Count = a.ErrFeature, a.SectorCount
-	tf.LBALow, tf.LBAMid, tf.LBAHigh = uint8(a.LBA), uint8(a.LBA>>8), uint8(a.LBA>>16)
-	if a.Flags.Has(ATAExtended) {
-		tf.HOBLBALow, tf.HOBLBAMid, tf.HOBLBAHigh = uint8(a.LBA>>24), uint8(a.LBA>>32), uint8(a.LBA>>40)
-		tf.Device = ata.DeviceLBA
-	} else {
-		// lba3 is the device register (Linux: 0xE0 | LBA 27:24).
-		tf.Device = ata.DeviceBits(a.LBA>>24) &^ ata.DeviceDEV
-	}
+	taskFile(a, &tf)
 	var c ata.Command
 	out := *a
 	out.ErrFeature, out.SectorCount = 0, 0
@@ -78,6 +69,26 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 	h.Put(reply)
 	out.Put(reply)
 	return pad(reply, length)
+}
+
+// taskFile fills tf from a. The opcode, not the E flag, says how the six
+// LBA bytes are laid out, as vblade does: an EXT opcode takes all six as a
+// 48-bit LBA (device register: LBA bit), any other takes lba0..lba2 as LBA
+// 23:0 and lba3 as the device register (Linux: E0h | LBA 27:24), ignoring
+// lba4 and lba5. So an E flag that disagrees with the opcode changes
+// nothing: the command runs at the address its opcode names, which is out
+// of range (IDNF) when the initiator meant the other layout, never at a
+// truncated address.
+func taskFile(a *ATAArg, tf *ata.TaskFile) {
+	tf.Command = ata.Opcode(a.CmdStatus)
+	tf.Features, tf.Count = a.ErrFeature, a.SectorCount
+	tf.LBALow, tf.LBAMid, tf.LBAHigh = uint8(a.LBA), uint8(a.LBA>>8), uint8(a.LBA>>16)
+	if tf.Command.Ext() {
+		tf.HOBLBALow, tf.HOBLBAMid, tf.HOBLBAHigh = uint8(a.LBA>>24), uint8(a.LBA>>32), uint8(a.LBA>>40)
+		tf.Device = ata.DeviceLBA
+	} else {
+		tf.Device = ata.DeviceBits(a.LBA>>24) &^ ata.DeviceDEV
+	}
 }
 
 // dmaVariant maps the PIO sector commands Linux's aoe driver sends to the

@@ -1,16 +1,27 @@
 package aoe
 
 import (
+	"bytes"
 	"testing"
+
+	"github.com/nhdkit/nhd/ata"
 )
 
 // FuzzTarget hands arbitrary frames to a target's dispatcher and runs any
-// ATA command on the reading goroutine (one ATA host): nothing may panic, and
+// ATA command on the reading goroutine (one ATA host): nothing may panic,
 // every frame the target sends must be a well-formed reply to the request
-// (R set, the request's tag, the target's own address, at least 60 bytes).
+// (R set, the request's tag, the target's own address, at least 60 bytes),
+// and a frame may change only the sectors its ATA opcode addresses (the
+// LBA layout follows the opcode whatever the E flag says).
 func FuzzTarget(f *testing.F) {
+	f.Add(frameFrom(initiatorMAC, CmdATA, ataReq(ATAWrite, 0x34, 1, 0x01000005, make([]byte, 512))))
+	f.Add(frameFrom(initiatorMAC, CmdATA, ataReq(ATAWrite|ATAExtended, 0x30, 1, 0xE1000005, make([]byte, 512))))
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		st, _ := newSyncTarget(t, 64)
+		st, mem := newSyncTarget(t, 64)
+		for i := range mem.data {
+			mem.data[i] = 0x5A
+		}
+		before := bytes.Clone(mem.data)
 		out := st.do(frame)
 		var req Header
 		for _, out := range out {
@@ -22,5 +33,53 @@ func FuzzTarget(f *testing.F) {
 				t.Fatalf("reply %+v (%d bytes) to %+v", h, len(out), req)
 			}
 		}
+		if first, last, changed := diffRange(before, mem.data); changed {
+			lba, n, ok := addressedSectors(frame, st.d.Hosts[0].Geometry)
+			if !ok || first < lba*SectorSize || last >= (lba+n)*SectorSize {
+				t.Fatalf("bytes %d..%d changed; the frame addresses sectors %d+%d (%v)", first, last, lba, n, ok)
+			}
+		}
 	})
+}
+
+// diffRange returns the first and last offsets where a and b differ.
+func diffRange(a, b []byte) (first, last uint64, changed bool) {
+	for i := range a {
+		if a[i] != b[i] {
+			if !changed {
+				first, changed = uint64(i), true
+			}
+			last = uint64(i)
+		}
+	}
+	return first, last, changed
+}
+
+// addressedSectors decodes the first sector and the count of an ATA
+// write frame independently of the target: 48-bit for an EXT opcode,
+// otherwise lba3 is the device register (LBA bit and LBA 27:24, or the
+// CHS head).
+func addressedSectors(frame []byte, g ata.Geometry) (lba, n uint64, ok bool) {
+	var h Header
+	var a ATAArg
+	if ParseHeader(frame, &h) != nil || h.Command != CmdATA || ParseATAArg(frame, &a) != nil {
+		return 0, 0, false
+	}
+	op := ata.Opcode(a.CmdStatus)
+	if !op.ToDevice() {
+		return 0, 0, false
+	}
+	lba3 := uint8(a.LBA >> 24)
+	switch {
+	case op.Ext():
+		lba = a.LBA
+	case lba3&0x40 != 0:
+		lba = a.LBA & 0x0FFFFFFF
+	default:
+		cyl := uint16(a.LBA>>8) | uint16(a.LBA>>16)<<8
+		if lba, ok = g.LBA(cyl, lba3&0x0F, uint8(a.LBA)); !ok {
+			return 0, 0, false
+		}
+	}
+	return lba, uint64(a.SectorCount), true
 }

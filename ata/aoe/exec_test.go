@@ -1,0 +1,50 @@
+package aoe
+
+import (
+	"bytes"
+	"testing"
+)
+
+// The opcode, not the E flag, sets the LBA layout (vblade's rule). An EXT
+// opcode without E, or a 28-bit opcode with E, used to run at a truncated
+// address: a write to LBA 01000005h, past the end of the disk, landed on
+// sector 5. Now it is refused with IDNF, and an E flag that disagrees with
+// an in-range address changes nothing.
+func TestATAEFlagFollowsOpcode(t *testing.T) {
+	const hdr = `02 00 00 00 ae 01   52 54 00 12 34 56   88 a2   10 00   00 00 01 00   00 00 00 05`
+	const replyHdr = `52 54 00 12 34 56   02 00 00 00 ae 01   88 a2   18 00   00 00 01 00   00 00 00 05`
+	const zeros24 = `00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00`
+	for _, tc := range []struct {
+		name       string
+		arg, reply string // the ATA argument of the request and the whole reply
+		sector     int    // the sector the write must land on, or -1
+	}{
+		{"WRITE SECTORS EXT without E, LBA 01000005h",
+			`01 00 01 34   05 00 00 01 00 00   00 00`,
+			replyHdr + `01 14 01 41   05 00 00 01 00 00   00 00` + zeros24, -1},
+		{"WRITE SECTORS with E, lba3 E1h",
+			`41 00 01 30   05 00 00 e1 00 00   00 00`,
+			replyHdr + `41 14 01 41   05 00 00 01 00 00   00 00` + zeros24, -1},
+		{"WRITE SECTORS EXT without E, LBA 5",
+			`01 00 01 34   05 00 00 00 00 00   00 00`,
+			replyHdr + `01 00 00 50   05 00 00 00 00 00   00 00` + zeros24, 5},
+		{"WRITE SECTORS with E, lba3 E0h, lba4-5 ignored",
+			`41 00 01 30   05 00 00 e0 ff ff   00 00`,
+			replyHdr + `41 00 00 50   05 00 00 e0 ff ff   00 00` + zeros24, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, mem := newSyncTarget(t, testSectors)
+			data := bytes.Repeat([]byte{0xAB}, SectorSize)
+			out := s.do(append(unhex(t, hdr+tc.arg), data...))
+			if want := unhex(t, tc.reply); len(out) != 1 || !bytes.Equal(out[0], want) {
+				t.Fatalf("replies %x\nwant %x", out, want)
+			}
+			for i := range testSectors {
+				got := mem.data[i*SectorSize : (i+1)*SectorSize]
+				if written := bytes.Equal(got, data); written != (i == tc.sector) {
+					t.Errorf("sector %d written: %v", i, written)
+				}
+			}
+		})
+	}
+}
