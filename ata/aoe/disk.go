@@ -20,6 +20,10 @@ const DefaultBufferCount = 16
 // must be a distinct device (settings such as SET FEATURES stay per
 // device).
 //
+// AoE counts in 512-byte sectors, so every Host's device must have
+// 512-byte logical sectors (4096-byte physical sectors are fine); NewDisk
+// and Target.Serve refuse others with ErrSectorSize.
+//
 // Set the fields before Target.Serve and do not change them after; the
 // config string, MAC mask list and reservation list are the Target's to
 // change, as AoE requests ask.
@@ -59,9 +63,25 @@ func NewDisk(shelf uint16, slot uint8, info ata.DeviceInfo, backend ata.Backend,
 		if err != nil {
 			return nil, fmt.Errorf("aoe: identify e%d.%d: %w", shelf, slot, err)
 		}
+		if err := d.sectorSizeOK(h); err != nil {
+			return nil, err
+		}
 		d.Hosts = append(d.Hosts, h)
 	}
 	return d, nil
+}
+
+// ErrSectorSize is returned by NewDisk and Target.Serve for a Disk whose
+// device has logical sectors other than 512 bytes: AoE's sector count is
+// in 512-byte units, and such a device would fail every read and write.
+var ErrSectorSize = errors.New("aoe: logical sector size is not 512 bytes")
+
+// sectorSizeOK checks that h's device has 512-byte logical sectors.
+func (d *Disk) sectorSizeOK(h *ata.Host) error {
+	if h.SectorSize != 0 && h.SectorSize != SectorSize {
+		return fmt.Errorf("aoe: e%d.%d: %w (%d)", d.Shelf, d.Slot, ErrSectorSize, h.SectorSize)
+	}
+	return nil
 }
 
 func (d *Disk) bufferCount() int {
@@ -81,6 +101,11 @@ func (d *Disk) validate() error {
 		return fmt.Errorf("aoe: e%d.%d is a broadcast address", d.Shelf, d.Slot)
 	case len(d.Config) > MaxConfigString:
 		return errors.New("aoe: config string over 1024 bytes")
+	}
+	for _, h := range d.Hosts {
+		if err := d.sectorSizeOK(h); err != nil {
+			return err
+		}
 	}
 	return nil
 }
