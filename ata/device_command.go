@@ -56,7 +56,7 @@ func (d *Device) dispatch() {
 			d.succeed()
 		}
 	case CmdSeek:
-		if c.LBA >= d.info.Sectors {
+		if c.LBA >= d.addressable() {
 			d.fail(c.LBA, ErrorIDNF|ErrorABRT, true)
 		} else {
 			d.succeed()
@@ -97,7 +97,9 @@ func (d *Device) dispatch() {
 	case CmdDataSetManagement:
 		d.trim()
 	case CmdReadNativeMaxAddress:
-		d.setLBA(min(d.info.Sectors-1, MaxLBA28), AddrLBA28)
+		// The last sector words 60-61 count: 0FFFFFFEh at most (ACS:
+		// a larger native max reads as 268,435,454 here).
+		d.setLBA(min(d.info.Sectors, MaxLBA28)-1, AddrLBA28)
 		d.succeed()
 	case CmdReadNativeMaxAddressExt:
 		d.setLBA(d.info.Sectors-1, AddrLBA48)
@@ -133,19 +135,32 @@ func (d *Device) dispatch() {
 	}
 }
 
-// rangeOK checks that the command's sectors exist; if not it fails the
-// command with IDNF|ABRT and the first missing LBA.
+// rangeOK checks that the command's sectors exist and that its addressing
+// reaches them (see addressable); if not it fails the command with
+// IDNF|ABRT and the first sector out of reach.
 func (d *Device) rangeOK() bool {
 	c := &d.cmd
-	if c.LBA >= d.info.Sectors {
+	end := d.addressable()
+	if c.LBA >= end {
 		d.fail(c.LBA, ErrorIDNF|ErrorABRT, true)
 		return false
 	}
-	if c.LBA+uint64(c.Count) > d.info.Sectors {
-		d.fail(d.info.Sectors, ErrorIDNF|ErrorABRT, true)
+	if c.LBA+uint64(c.Count) > end {
+		d.fail(end, ErrorIDNF|ErrorABRT, true)
 		return false
 	}
 	return true
+}
+
+// addressable returns how many sectors, from LBA 0, the current command's
+// addressing reaches: the capacity for a 48-bit command; for a 28-bit
+// (LBA28 or CHS) one at most MaxLBA28, the count IDENTIFY words 60-61
+// report, so its last sector is 0FFFFFFEh however large the device.
+func (d *Device) addressable() uint64 {
+	if d.cmd.Addressing == AddrLBA48 {
+		return d.info.Sectors
+	}
+	return min(d.info.Sectors, MaxLBA28)
 }
 
 func (d *Device) multipleOK() bool {

@@ -49,6 +49,7 @@
 //	success                         DRDY|DSC
 //	unsupported opcode or parameter DRDY|ERR, error ABRT
 //	address past the end            DRDY|ERR, error IDNF|ABRT, failing LBA in the LBA registers
+//	                                (a 28-bit or CHS command ends at LBA 0FFFFFFEh, as words 60-61 say)
 //	backend read error              DRDY|ERR, error UNC, failing LBA
 //	backend write/flush/trim error  DRDY|DF|ERR, error ABRT, failing LBA (flush: only from an OffsetError)
 //	DMA engine error                DRDY|ERR, error ABRT
