@@ -262,10 +262,8 @@ func (t *Target) sendConfig(d *Disk, h *Header, cmd ConfigCmd) {
 
 func (t *Target) queryConfig(d *Disk, r *request) {
 	var c ConfigArg
-	if err := ParseConfigArg(r.buf, &c); err != nil {
-		if c.Cmd != ConfigRead {
-			return // vblade stays silent on a malformed non-read query
-		}
+	if err := ParseConfigArg(r.buf, &c); err != nil && !malformedRead(r.buf) {
+		return // vblade stays silent on a malformed non-read query
 	}
 	switch c.Cmd {
 	case ConfigRead:
@@ -292,4 +290,14 @@ func (t *Target) queryConfig(d *Disk, r *request) {
 	h := r.h
 	h.Reply(t.mac, d.Shelf, d.Slot)
 	t.sendConfig(d, &h, c.Cmd)
+}
+
+// malformedRead reports whether a query config frame that ParseConfigArg
+// refused (its string over 1024 bytes or past the frame, or a frame too
+// short for the fixed part) is to be answered as a read: when its ccmd
+// is ConfigRead, or it is too short to carry one. Its ccmd is read from
+// the frame, since ParseConfigArg fills nothing on an error.
+func malformedRead(frame []byte) bool {
+	const offCcmd = HeaderSize + 5
+	return len(frame) <= offCcmd || ConfigCmd(frame[offCcmd]&0x0F) == ConfigRead
 }
