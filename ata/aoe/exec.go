@@ -62,9 +62,9 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 		if ae.LBA != 0 {
 			out.LBA = ae.LBA
 		}
-	default: // the device broke the protocol (ata.ErrTimeout, ErrProtocol)
-		out.CmdStatus = uint8(ata.StatusDRDY | ata.StatusDF | ata.StatusERR)
-		out.ErrFeature, out.SectorCount = uint8(ata.ErrorABRT), a.SectorCount
+	default:
+		st, e := hostErrorRegs(err)
+		out.CmdStatus, out.ErrFeature, out.SectorCount = uint8(st), uint8(e), a.SectorCount
 	}
 	h.Put(reply)
 	out.Put(reply)
@@ -108,6 +108,22 @@ func dmaVariant(op ata.Opcode) ata.Opcode {
 		return ata.CmdWriteDMAExt
 	}
 	return op
+}
+
+// hostErrorRegs returns the status and error registers that report err,
+// an error the device did not end the command with. A CHS address outside
+// the geometry (ata.ErrBadCHS) is IDNF|ABRT, as the device answers it
+// itself; a device that broke the protocol (ata.ErrTimeout, ErrProtocol)
+// is a device fault (DF); anything else the host driver refused (a buffer
+// or field that does not fit the command) is ABRT.
+func hostErrorRegs(err error) (ata.Status, ata.ErrorBits) {
+	switch {
+	case errors.Is(err, ata.ErrBadCHS):
+		return ata.StatusDRDY | ata.StatusERR, ata.ErrorIDNF | ata.ErrorABRT
+	case errors.Is(err, ata.ErrTimeout), errors.Is(err, ata.ErrProtocol):
+		return ata.StatusDRDY | ata.StatusDF | ata.StatusERR, ata.ErrorABRT
+	}
+	return ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT
 }
 
 // asATAError is errors.As for *ata.Error, kept out of execATA so that the

@@ -3,6 +3,8 @@ package aoe
 import (
 	"bytes"
 	"testing"
+
+	"github.com/nhdkit/nhd/ata"
 )
 
 // The opcode, not the E flag, sets the LBA layout (vblade's rule). An EXT
@@ -44,6 +46,53 @@ func TestATAEFlagFollowsOpcode(t *testing.T) {
 				if written := bytes.Equal(got, data); written != (i == tc.sector) {
 					t.Errorf("sector %d written: %v", i, written)
 				}
+			}
+		})
+	}
+}
+
+// busyPort is a device that never leaves BSY.
+type busyPort struct{}
+
+func (busyPort) ReadReg(ata.Reg) uint8   { return uint8(ata.StatusBSY) }
+func (busyPort) WriteReg(ata.Reg, uint8) {}
+func (busyPort) ReadData16() uint16      { return 0 }
+func (busyPort) WriteData16(uint16)      {}
+func (busyPort) ReadData32() uint32      { return 0 }
+func (busyPort) WriteData32(uint32)      {}
+func (busyPort) INTRQ() bool             { return false }
+
+// An error the device did not end the command with is reported as the
+// device would: a bad CHS address as IDNF|ABRT, a buffer the host driver
+// refuses as ABRT, and only a device that breaks the protocol (here: BSY
+// forever) as a device fault. Before, all three were DRDY|DF|ERR.
+func TestATAHostErrors(t *testing.T) {
+	const hdr = `02 00 00 00 ae 01   52 54 00 12 34 56   88 a2   10 00   00 00 01 00   00 00 00 05`
+	const replyHdr = `52 54 00 12 34 56   02 00 00 00 ae 01   88 a2   18 00   00 00 01 00   00 00 00 05`
+	const zeros24 = `00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00`
+	for _, tc := range []struct {
+		name       string
+		setup      func(*syncTarget)
+		arg, reply string
+	}{
+		{"READ SECTORS, CHS sector 0", func(*syncTarget) {},
+			`00 00 01 20   00 00 00 a0 00 00   00 00`,
+			replyHdr + `00 14 01 41   00 00 00 a0 00 00   00 00` + zeros24},
+		{"READ SECTORS EXT, host sector size 1024", func(s *syncTarget) { s.d.Hosts[0].SectorSize = 1024 },
+			`40 00 01 24   00 00 00 00 00 00   00 00`,
+			replyHdr + `40 04 01 41   00 00 00 00 00 00   00 00` + zeros24},
+		{"READ SECTORS EXT, device stuck BSY", func(s *syncTarget) {
+			s.d.Hosts[0] = &ata.Host{Port: busyPort{}, MaxPolls: 4}
+		},
+			`40 00 01 24   00 00 00 00 00 00   00 00`,
+			replyHdr + `40 04 01 61   00 00 00 00 00 00   00 00` + zeros24},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newSyncTarget(t, testSectors)
+			tc.setup(s)
+			out := s.do(unhex(t, hdr+tc.arg))
+			if want := unhex(t, tc.reply); len(out) != 1 || !bytes.Equal(out[0], want) {
+				t.Fatalf("replies %x\nwant %x", out, want)
 			}
 		})
 	}
