@@ -7,8 +7,10 @@ const (
 )
 
 // macMask reads or edits d's MAC mask list (AoEr11 3.3). An edit applies
-// the directives in order and stops at the first that fails, reporting its
-// index in dcnt; every reply carries the list.
+// the directives in order and stops at the first that fails; its reply is
+// then the 4-byte argument alone, with merror set and dcnt the index of
+// the failing directive, as vblade sends it. Every other reply carries the
+// list, dcnt counting its entries.
 func (t *Target) macMask(d *Disk, r *request) {
 	var m MaskArg
 	if err := ParseMaskArg(r.buf, &m); err != nil {
@@ -25,17 +27,17 @@ func (t *Target) macMask(d *Disk, r *request) {
 		t.replyError(d, &r.h, ErrBadArgument)
 		return
 	}
-	out := MaskArg{Cmd: m.Cmd, Error: merr}
+	if failed >= 0 {
+		t.sendArg(d, &r.h, func(b []byte) []byte {
+			return append(b, 0, uint8(m.Cmd), uint8(merr), uint8(failed))
+		})
+		return
+	}
+	out := MaskArg{Cmd: m.Cmd}
 	for _, mac := range d.mask {
 		out.Directives = append(out.Directives, Directive{Cmd: DirNone, MAC: mac})
 	}
-	t.sendArg(d, &r.h, func(b []byte) []byte {
-		b, _ = out.Append(b)
-		if failed >= 0 {
-			b[HeaderSize+3] = uint8(failed)
-		}
-		return b
-	})
+	t.sendArg(d, &r.h, func(b []byte) []byte { b, _ = out.Append(b); return b })
 }
 
 func (d *Disk) editMask(dirs []Directive) (failed int, e MaskError) {
