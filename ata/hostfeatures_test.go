@@ -46,6 +46,27 @@ func pageSum(b []byte) uint8 {
 	return s
 }
 
+// The SMART capability word (data bytes 368-369) advertises only what the
+// device does: bit 0 (saves data before power saving), not bit 1
+// (attribute autosave), since SMART ENABLE/DISABLE ATTRIBUTE AUTOSAVE (D2h)
+// aborts. It used to read 0003h, and smartctl -S on then failed.
+func TestSMARTCapabilities(t *testing.T) {
+	r := newRig(t, testInfo(64))
+	data := make([]byte, 512)
+	c := smartCmd(ata.SMARTReadData)
+	if err := r.host.Exec(&c, data); err != nil {
+		t.Fatal(err)
+	}
+	if data[368] != 0x01 || data[369] != 0x00 {
+		t.Errorf("SMART capability bytes 368-369 = %02x %02x, want 01 00", data[368], data[369])
+	}
+	autosave := smartCmd(0xD2)
+	autosave.Count = 0xF1 // enable
+	if err := r.host.Exec(&autosave, nil); !errors.Is(err, ata.ErrAborted) {
+		t.Errorf("ATTRIBUTE AUTOSAVE: %v, want ABRT (the capability bit is clear)", err)
+	}
+}
+
 func TestSMART(t *testing.T) {
 	r := newRig(t, testInfo(64))
 	id := r.dev.Identify()

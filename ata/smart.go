@@ -96,7 +96,9 @@ func putSMARTPage(b []byte, thresholds bool) {
 	if !thresholds {
 		b[362] = 0x00 // off-line data collection never started
 		b[363] = 0x00 // no self-test has run
-		b[368] = 0x03 // saves data before power saving; SMART ENABLE/DISABLE
+		// SMART capability: bit 0, saves data before power saving. Bit 1
+		// (attribute autosave, subcommand D2h) stays clear: smart aborts D2h.
+		b[368] = 0x01
 	}
 	var sum uint8
 	for _, x := range b[:511] {
