@@ -1,7 +1,6 @@
 package aoe
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/nhdkit/nhd/ata"
@@ -47,7 +46,8 @@ type Disk struct {
 
 // NewDisk builds a Disk of n ata.Devices on backend, each with its own
 // DMA engine and Host (the Host reads IDENTIFY once, so it knows the
-// sector size and multiple count the device reports).
+// sector size and multiple count the device reports). It returns
+// ErrSectorSize for a device whose logical sectors are not 512 bytes.
 func NewDisk(shelf uint16, slot uint8, info ata.DeviceInfo, backend ata.Backend, n int) (*Disk, error) {
 	if n < 1 {
 		n = 1
@@ -71,43 +71,11 @@ func NewDisk(shelf uint16, slot uint8, info ata.DeviceInfo, backend ata.Backend,
 	return d, nil
 }
 
-// ErrSectorSize is returned by NewDisk and Target.Serve for a Disk whose
-// device has logical sectors other than 512 bytes: AoE's sector count is
-// in 512-byte units, and such a device would fail every read and write.
-var ErrSectorSize = errors.New("aoe: logical sector size is not 512 bytes")
-
-// sectorSizeOK checks that h's device has 512-byte logical sectors.
-func (d *Disk) sectorSizeOK(h *ata.Host) error {
-	if h.SectorSize != 0 && h.SectorSize != SectorSize {
-		return fmt.Errorf("aoe: e%d.%d: %w (%d)", d.Shelf, d.Slot, ErrSectorSize, h.SectorSize)
-	}
-	return nil
-}
-
 func (d *Disk) bufferCount() int {
 	if d.BufferCount == 0 {
 		return DefaultBufferCount
 	}
 	return int(d.BufferCount)
-}
-
-func (d *Disk) validate() error {
-	switch {
-	case len(d.Hosts) == 0:
-		return fmt.Errorf("aoe: e%d.%d has no ATA host", d.Shelf, d.Slot)
-	case d.bufferCount() < 2:
-		return fmt.Errorf("aoe: e%d.%d: buffer count %d below 2", d.Shelf, d.Slot, d.BufferCount)
-	case d.Shelf == BroadcastMajor || d.Shelf == 0x0FFF || d.Slot == BroadcastMinor:
-		return fmt.Errorf("aoe: e%d.%d is a broadcast address", d.Shelf, d.Slot)
-	case len(d.Config) > MaxConfigString:
-		return errors.New("aoe: config string over 1024 bytes")
-	}
-	for _, h := range d.Hosts {
-		if err := d.sectorSizeOK(h); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func contains(list []MAC, m MAC) bool {

@@ -105,8 +105,9 @@ func (c Command) String() string {
 	return fmt.Sprintf("Command(%d)", uint8(c))
 }
 
-// Error is the error code of a reply with FlagError (AoEr11 2.3). It is an
-// error value, so errors.As finds it in what this package returns.
+// Error is the error code of a reply with FlagError (AoEr11 2.3), as the
+// Target sends it and Header carries it. It implements error, to be
+// logged or returned as one; no function of this package returns it.
 type Error uint8
 
 const (

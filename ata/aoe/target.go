@@ -3,7 +3,7 @@ package aoe
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -53,7 +53,9 @@ type request struct {
 // Serve announces every disk with an unsolicited config reply to the
 // broadcast address, then serves frames until the Transport fails (Close
 // it, or cancel ctx, to stop). It returns the Transport's error, or nil
-// after ctx is done.
+// after ctx is done. It first checks the Target and its Disks, and
+// returns an error matching ErrConfig, ErrDisk or ErrSectorSize if they
+// cannot be served.
 func (t *Target) Serve(ctx context.Context) error {
 	if err := t.init(); err != nil {
 		return err
@@ -99,14 +101,11 @@ func (t *Target) Serve(ctx context.Context) error {
 }
 
 func (t *Target) init() error {
-	if t.Transport == nil || len(t.Disks) == 0 {
-		return errors.New("aoe: target needs a transport and a disk")
+	if err := t.validate(); err != nil {
+		return err
 	}
 	buffers := 0
 	for _, d := range t.Disks {
-		if err := d.validate(); err != nil {
-			return err
-		}
 		if len(d.Hosts) > 1 {
 			buffers += d.bufferCount() + len(d.Hosts)
 		}
@@ -114,7 +113,7 @@ func (t *Target) init() error {
 	t.mac = t.Transport.MAC()
 	t.maxSectors = min((t.Transport.MTU()-(ATADataOffset-14))/SectorSize, 255)
 	if t.maxSectors < 1 {
-		return errors.New("aoe: MTU too small for one sector")
+		return fmt.Errorf("%w: MTU %d too small for one sector", ErrConfig, t.Transport.MTU())
 	}
 	t.frameSize = max(14+t.Transport.MTU(), MinFrameSize)
 	t.b = newBatch(t.frameSize)
