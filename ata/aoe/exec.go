@@ -29,7 +29,7 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 	if err == nil {
 		n = c.Bytes(SectorSize)
 		if n > int64(maxSectors)*SectorSize || (a.SectorCount == 0 && n > 0) {
-			err = &ata.Error{Op: c.Op, Status: ata.StatusDRDY | ata.StatusERR, Err: ata.ErrorABRT}
+			err = errFrameSectors
 		}
 	}
 	var data []byte
@@ -114,8 +114,8 @@ func dmaVariant(op ata.Opcode) ata.Opcode {
 // an error the device did not end the command with. A CHS address outside
 // the geometry (ata.ErrBadCHS) is IDNF|ABRT, as the device answers it
 // itself; a device that broke the protocol (ata.ErrTimeout, ErrProtocol)
-// is a device fault (DF); anything else the host driver refused (a buffer
-// or field that does not fit the command) is ABRT.
+// is a device fault (DF); anything else (errFrameSectors, a buffer or
+// field the host driver refuses) is ABRT.
 func hostErrorRegs(err error) (ata.Status, ata.ErrorBits) {
 	switch {
 	case errors.Is(err, ata.ErrBadCHS):
@@ -126,16 +126,26 @@ func hostErrorRegs(err error) (ata.Status, ata.ErrorBits) {
 	return ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT
 }
 
-// asATAError is errors.As for *ata.Error, kept out of execATA so that the
-// success path does not allocate the target variable.
+// asATAError is errors.As for *ata.Error without its allocation (its
+// target variable escapes): Host.Exec returns the *ata.Error itself, and
+// a wrapped one is found along the chain of Unwrap() error methods.
 func asATAError(err error) (*ata.Error, bool) {
-	if err == nil {
-		return nil, false
+	for err != nil {
+		if ae, ok := err.(*ata.Error); ok {
+			return ae, true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return nil, false
+		}
+		err = u.Unwrap()
 	}
-	var ae *ata.Error
-	ok := errors.As(err, &ae)
-	return ae, ok
+	return nil, false
 }
+
+// errFrameSectors is a data command longer than a frame carries, or with a
+// sector count of 0; execATA answers it ABRT without running it.
+var errFrameSectors = errors.New("aoe: sector count 0 or over a frame")
 
 // errorReply builds a header-only reply with FlagError and code e.
 func errorReply(reply []byte, h *Header, e Error) int {

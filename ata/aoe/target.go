@@ -27,9 +27,13 @@ import (
 // is a BatchTransport, the reading goroutine reads the frames queued at
 // once in one call and sends the replies it built for them in one call.
 // If it implements AddressFilter, Serve first asks it to drop the frames
-// addressed to no disk. In steady state no request allocates: frame
-// buffers come from a fixed pool. The same ATA command may arrive twice
-// (Linux retransmits with a new tag), and each arrival is executed.
+// addressed to no disk. In steady state no ATA request allocates (frame
+// buffers come from a fixed pool, AoE error replies use the reading
+// goroutine's buffer) except one the device ends in error, which
+// allocates its ata.Error; the rare control requests (query config, MAC
+// mask, reserve/release) build their replies in new buffers. The same
+// ATA command may arrive twice (Linux retransmits with a new tag), and
+// each arrival is executed.
 type Target struct {
 	Transport Transport
 	Disks     []*Disk
@@ -40,8 +44,9 @@ type Target struct {
 	mac        MAC
 	maxSectors int
 	frameSize  int
-	free       chan *request // requests with their frame buffers, reused
-	b          batch         // the reading goroutine's frames and replies
+	free       chan *request      // requests with their frame buffers, reused
+	b          batch              // the reading goroutine's frames and replies
+	errBuf     [MinFrameSize]byte // replyError's frame
 }
 
 type request struct {
@@ -208,11 +213,14 @@ func (t *Target) addresses() []Address {
 	return a
 }
 
+// replyError sends an AoE error reply to req at once. It runs on the
+// reading goroutine only, whose buffer errBuf is (a frame on the stack
+// would escape through the Transport interface: an allocation).
 func (t *Target) replyError(d *Disk, req *Header, e Error) {
-	var b [MinFrameSize]byte
+	b := t.errBuf[:]
 	h := *req
 	h.Reply(t.mac, d.Shelf, d.Slot)
-	n := errorReply(b[:], &h, e)
+	n := errorReply(b, &h, e)
 	if err := t.Transport.WriteFrame(b[:n]); err != nil {
 		t.log("aoe: write", "err", err)
 	}
