@@ -37,7 +37,15 @@ type DMA interface {
 
 // BusMaster is the host's side of a DMA engine: it points the engine at the
 // host memory of the next DMA command. The host driver calls Prepare before
-// writing the command register.
+// writing the command register of each DMA command.
+//
+// The engine may keep buf until the next Prepare (BufferDMA and package
+// dma's Engine do), and moves data to or from it whenever the device runs
+// a DMA command. So buf is the caller's again after Host.Exec returns only
+// while no DMA command reaches the device without going through Exec
+// (which prepares before each); a host that also writes the device's
+// registers directly must Prepare(nil), or another buffer, before it
+// reuses buf.
 type BusMaster interface {
 	Prepare(buf []byte) error
 }

@@ -4,6 +4,12 @@ import "errors"
 
 // Port is one ATA device's registers as a host reaches them. *Device
 // implements it; so can a wrapper around real hardware or a remote device.
+//
+// A Port is driven by one host at a time, like the register block of a
+// real channel: an implementation need not be safe for concurrent use,
+// and Host calls its methods only from the goroutine running Exec (or
+// another Host method). Sharing a Port between goroutines takes the
+// caller's own locking around whole commands.
 type Port interface {
 	ReadReg(r Reg) uint8
 	WriteReg(r Reg, v uint8)
@@ -158,6 +164,8 @@ func (h *Host) waitIRQ() (Status, error) {
 // ErrUncorrectable, ErrDeviceFault); ErrTimeout and ErrProtocol report a
 // device that does not follow the protocol. The output registers
 // (a power mode, a native max address) can be read with ReadTaskFile.
+// For a DMA command buf goes to BusMaster.Prepare, and the engine may
+// keep it after Exec returns (see BusMaster).
 func (h *Host) Exec(c *Command, buf []byte) error {
 	var tf TaskFile
 	if err := c.Encode(h.Geometry, &tf); err != nil {
