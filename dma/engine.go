@@ -165,7 +165,8 @@ func (e *Engine) SetRegions(regions ...[]byte) {
 }
 
 // Prepare programs host memory for the next transfers as the single region
-// buf; it is SetRegions(buf), and makes the engine a bus master in the
+// buf; it is SetRegions(buf), so the engine keeps buf until the next
+// Prepare, SetRegions or LoadPRD, and makes the engine a bus master in the
 // shape package ata's host driver expects (ata.BusMaster). It never fails.
 func (e *Engine) Prepare(buf []byte) error {
 	e.SetRegions(buf)
