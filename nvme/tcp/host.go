@@ -529,45 +529,59 @@ func (h *Host) write(p []byte, off int64, cdw12 uint32) (int, error) {
 }
 
 // rw runs Read or Write commands over p, up to 64 (and at most the
-// queue's depth) in flight at a time.
+// queue's depth) in flight at a time. Only the batch's first command
+// waits for a free slot; the others take one if it is free, and the
+// batch ends where none is: a call never holds slots while it waits for
+// more, which concurrent calls could each be doing with every slot held
+// (and no one left to wait for a completion, which frees them).
 func (h *Host) rw(op nvme.Opcode, p []byte, off int64, cdw12 uint32) error {
 	q := h.queue()
-	ctx := context.Background()
 	var started [64]uint16
-	batch := min(len(started), len(q.slots)) // wait frees the slots start takes
-	var first error
 	for len(p) > 0 {
-		k := 0
-		for ; k < batch && len(p) > 0; k++ {
-			n := min(len(p), h.maxTransfer)
-			cmd := nvme.Command{Opcode: op, NSID: h.nsid, CDW12: cdw12}
-			cmd.SetRange(uint64(off>>h.shift), uint32(n>>h.shift))
-			var err error
-			if op == nvme.OpRead {
-				started[k], err = q.start(ctx, &cmd, p[:n], nil)
-			} else {
-				started[k], err = q.start(ctx, &cmd, nil, p[:n])
-			}
-			if err != nil {
-				first = err
-				break
-			}
-			p, off = p[n:], off+int64(n)
-		}
+		k, n, err := h.startBatch(q, op, p, off, cdw12, &started)
+		p, off = p[n:], off+int64(n)
 		for _, i := range started[:k] {
-			cpl, err := q.wait(i)
-			if err == nil {
-				err = cpl.Err()
+			cpl, werr := q.wait(i)
+			if werr == nil {
+				werr = cpl.Err()
 			}
-			if first == nil {
-				first = err
+			if err == nil {
+				err = werr
 			}
 		}
-		if first != nil {
-			return first
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// startBatch starts the commands of one of rw's batches over p, their
+// slots in started: k commands covering p's first n bytes. The first
+// waits for a slot; the batch ends at the first that finds none free.
+func (h *Host) startBatch(q *hostQueue, op nvme.Opcode, p []byte, off int64, cdw12 uint32, started *[64]uint16) (k, n int, err error) {
+	for ; k < min(len(started), len(q.slots)) && n < len(p); k++ {
+		m := min(len(p)-n, h.maxTransfer)
+		cmd := nvme.Command{Opcode: op, NSID: h.nsid, CDW12: cdw12}
+		cmd.SetRange(uint64((off+int64(n))>>h.shift), uint32(m>>h.shift))
+		rbuf, wbuf := p[n:n+m], []byte(nil)
+		if op != nvme.OpRead {
+			rbuf, wbuf = nil, rbuf
+		}
+		if k == 0 {
+			started[k], err = q.start(context.Background(), &cmd, rbuf, wbuf)
+		} else {
+			var ok bool
+			if started[k], ok, err = q.tryStart(&cmd, rbuf, wbuf); !ok && err == nil {
+				return k, n, nil
+			}
+		}
+		if err != nil {
+			return k, n, err
+		}
+		n += m
+	}
+	return k, n, nil
 }
 
 // Flush makes completed writes durable (a Flush command to the

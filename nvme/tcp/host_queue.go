@@ -228,7 +228,9 @@ func (q *hostQueue) do(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []byte
 }
 
 // start sends cmd (its CID becomes a free slot's index) and returns the
-// slot to wait on.
+// slot to wait on. It blocks until a slot is free: a caller that has
+// commands of its own in flight must use tryStart instead, since the
+// slots it holds may be the ones it would wait for.
 func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []byte) (uint16, error) {
 	var i uint16
 	select {
@@ -238,6 +240,24 @@ func (q *hostQueue) start(ctx context.Context, cmd *nvme.Command, rbuf, wbuf []b
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+	return q.launch(i, cmd, rbuf, wbuf)
+}
+
+// tryStart is start that does not wait: ok is false, and nothing is
+// sent, when no slot is free.
+func (q *hostQueue) tryStart(cmd *nvme.Command, rbuf, wbuf []byte) (i uint16, ok bool, err error) {
+	select {
+	case i = <-q.free:
+	default:
+		return 0, false, nil
+	}
+	i, err = q.launch(i, cmd, rbuf, wbuf)
+	return i, err == nil, err
+}
+
+// launch sends cmd in slot i, just taken from q.free (which gets it back
+// if the queue has failed).
+func (q *hostQueue) launch(i uint16, cmd *nvme.Command, rbuf, wbuf []byte) (uint16, error) {
 	sl := &q.slots[i]
 	sl.cmd = *cmd
 	sl.cmd.CID, sl.cmd.Flags = i, nvme.FlagSGL
