@@ -39,6 +39,7 @@ type Controller struct {
 	aec      uint32
 	aers     []uint16 // CIDs of the held Asynchronous Event Requests
 	ev       events
+	sending  sync.WaitGroup // Transport.Complete calls decided under mu, not yet returned
 	errCount uint64
 	errLog   [errorLogEntries]ErrorLogEntry
 	scratch  [IdentifySize]byte
@@ -169,15 +170,18 @@ func (q *Queue) connectAdmin(k Connect, d *ConnectData, sub *subsystem) (uint64,
 func (f *Fabric) CAP() CAP { return MakeCAP(uint16(f.QueueDepth-1), 15) }
 
 func (c *Controller) property(p Property) (uint64, Status) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if p.Set {
 		if p.Offset != PropCC || p.Size8 {
 			return 0, StatusInvalidField | StatusDNR
 		}
-		c.setCC(CC(p.Value))
+		c.mu.Lock()
+		aborted := c.setCC(CC(p.Value))
+		c.mu.Unlock()
+		aborted.send()
 		return 0, StatusSuccess
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	switch {
 	case p.Offset == PropCAP && p.Size8:
 		return uint64(c.f.CAP()), StatusSuccess
@@ -193,15 +197,17 @@ func (c *Controller) property(p Property) (uint64, Status) {
 
 // setCC applies a write of CC (NVMe Base 2.0, 3.5): EN 0 to 1 makes the
 // controller ready if the configuration is one it supports (else fatal),
-// EN 1 to 0 resets it, a shutdown notification completes at once.
-func (c *Controller) setCC(v CC) {
+// EN 1 to 0 resets it, a shutdown notification completes at once. It
+// returns the completions of the held requests a reset aborts, for the
+// caller to send once c.mu is released. c.mu is held.
+func (c *Controller) setCC(v CC) (aborted outbox) {
 	old := c.cc
 	c.cc = v
 	switch {
 	case v.Enable() && !old.Enable():
 		if v.IOSQES() != 6 || v.IOCQES() != 4 || v.MPS() != 0 || v.AMS() != 0 || v.CSS() != 0 {
 			c.csts |= CSTSFatal
-			return
+			return aborted
 		}
 		c.csts = CSTSReady
 		c.ready.Store(true)
@@ -209,11 +215,12 @@ func (c *Controller) setCC(v CC) {
 		c.csts &^= CSTSReady | CSTSShutdownMask | CSTSFatal
 		c.ready.Store(false)
 		c.nq = 0
-		c.abortEvents()
+		aborted = c.abortEvents()
 	}
 	if v.SHN() != 0 && old.SHN() == 0 {
 		c.csts = c.csts&^CSTSShutdownMask | CSTSShutdownComplete
 	}
+	return aborted
 }
 
 // logError records a failed command in the Error Information log.

@@ -75,9 +75,45 @@ func (c *Controller) takeEvent() (uint64, bool) {
 	return AsyncEvent{Type: AsyncEventNotice, Info: AsyncInfoNamespaceAttrChng, LID: LogChangedNamespaces}.Result(), true
 }
 
+// outbox is completions of held requests that a controller decided on
+// under c.mu and sends, with send, once c.mu is released: a transport's
+// Complete is never called with the controller's lock held, so a
+// transport slow to take a completion cannot stall the controller (its
+// Keep Alive Timer, the Fabric's namespace changes).
+type outbox struct {
+	c    *Controller
+	t    Transport
+	cpls []Completion
+}
+
+// post adds cpl, for the admin queue's transport, to the completions to
+// send. c.mu is held.
+func (c *Controller) post(b *outbox, cpl Completion) {
+	q := c.queues[0]
+	if c.dead || q == nil || q.Transport == nil {
+		return
+	}
+	if b.c == nil {
+		b.c, b.t = c, q.Transport
+		c.sending.Add(1) // end waits for send: never a Complete after Close
+	}
+	b.cpls = append(b.cpls, cpl)
+}
+
+// send sends the completions posted to b. c.mu must not be held.
+func (b *outbox) send() {
+	if b.c == nil {
+		return
+	}
+	for _, cpl := range b.cpls {
+		b.t.Complete(cpl)
+	}
+	b.c.sending.Done()
+}
+
 // deliver completes a held request with an event ready to report, if
-// both are there. c.mu is held.
-func (c *Controller) deliver() {
+// both are there, through b. c.mu is held.
+func (c *Controller) deliver(b *outbox) {
 	if len(c.aers) == 0 || c.dead || c.queues[0] == nil || c.queues[0].Transport == nil {
 		return
 	}
@@ -87,24 +123,25 @@ func (c *Controller) deliver() {
 	}
 	cid := c.aers[0]
 	c.aers = append(c.aers[:0], c.aers[1:]...)
-	c.queues[0].Transport.Complete(Completion{CID: cid, Result: r})
+	c.post(b, Completion{CID: cid, Result: r})
 }
 
-// abortEvents completes the held requests as aborted (a controller
-// reset). c.mu is held.
-func (c *Controller) abortEvents() {
+// abortEvents returns the held requests' completions as aborted (a
+// controller reset), to send once c.mu is released. c.mu is held.
+func (c *Controller) abortEvents() (b outbox) {
 	for _, cid := range c.aers {
-		if q := c.queues[0]; q != nil && q.Transport != nil {
-			q.Transport.Complete(Completion{CID: cid, Status: StatusAbortedSQDeletion})
-		}
+		c.post(&b, Completion{CID: cid, Status: StatusAbortedSQDeletion})
 	}
 	c.aers = c.aers[:0]
 	c.ev = events{changed: c.ev.changed[:0]}
+	return b
 }
 
 // namespaceChanged records that namespace nsid changed, and reports it if
 // the host enabled the event.
 func (c *Controller) namespaceChanged(nsid uint32) {
+	var b outbox
+	defer b.send() // after c.mu is released: defers run last in, first out
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead {
@@ -126,21 +163,23 @@ func (c *Controller) namespaceChanged(nsid uint32) {
 	}
 	if c.aec&OAESNamespaceAttr != 0 {
 		c.ev.pending = true
-		c.deliver()
+		c.deliver(&b)
 	}
 }
 
 // changedLog fills b with the Changed Namespace List; clear (the host
 // did not set RAE) empties it and unmasks the event.
 func (c *Controller) changedLog(b *[IdentifySize]byte, clearList bool) {
+	var out outbox
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	PutNamespaceList(b, c.ev.changed)
 	if clearList {
 		c.ev.changed = c.ev.changed[:0]
 		c.ev.masked = false
-		c.deliver()
+		c.deliver(&out)
 	}
+	c.mu.Unlock()
+	out.send()
 }
 
 // ParseChangedNamespaces appends to dst the ids of a Changed Namespace

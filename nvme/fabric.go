@@ -237,7 +237,11 @@ type Transport interface {
 	// Complete sends the completion of a command that Exec held (an
 	// Asynchronous Event Request), at most once per held command. It is
 	// called from any goroutine, possibly while Exec runs, but never
-	// after Queue.Close returns; it must not call the Queue.
+	// after Queue.Close returns, and never with the controller's locks
+	// held; it must not call the Queue. It must not block (on a host
+	// that does not read, say): the Fabric call that raised the event
+	// (AddNamespace, RemoveNamespace, ResizeNamespace) waits for it, and
+	// so does the end of the controller's association.
 	Complete(cpl Completion)
 	// Abort ends the connection: its controller is gone (its Keep Alive
 	// Timer expired, or its admin queue closed). The transport then

@@ -103,6 +103,7 @@ func (c *Controller) end(closing *Queue) {
 		c.queues[i] = nil
 	}
 	c.mu.Unlock()
+	c.sending.Wait() // the completions decided before dead was set
 	c.f.mu.Lock()
 	if c.f.ctrls[c.id] == c {
 		delete(c.f.ctrls, c.id)

@@ -152,6 +152,7 @@ func (c *conn) serve() error {
 	}
 	c.linger()
 	c.nc.Close()
+	c.ev.wait()
 	c.q.Close()
 	return err
 }
