@@ -197,6 +197,7 @@ func (c *conn) popSlot() (uint16, bool) {
 // finds the socket empty; otherwise, while the next PDU is buffered
 // whole), and at most until maxHeld completions wait.
 func (c *conn) loop() error {
+	deadline := false // the admin queue's read deadline is set
 	for {
 		if c.src.rc == nil && !c.buffered() {
 			if err := c.release(); err != nil {
@@ -204,9 +205,7 @@ func (c *conn) loop() error {
 			}
 		}
 		if c.q.ID() == 0 {
-			if kato := c.q.KeepAlive(); kato > 0 {
-				c.nc.SetReadDeadline(time.Now().Add(2*time.Duration(kato)*time.Millisecond + keepAliveGrace))
-			}
+			deadline = c.keepAliveDeadline(deadline)
 		}
 		if err := c.r.next(); err != nil {
 			if err == io.EOF {
@@ -243,6 +242,23 @@ func (c *conn) loop() error {
 			c.hold()
 		}
 	}
+}
+
+// keepAliveDeadline sets the admin queue's read deadline from the
+// controller's KATO before each PDU, or clears the one set (set reports
+// whether there is one) when KATO is 0: a host that turned keep alive
+// off with Set Features is not timed out by the KATO it had. It reports
+// whether a deadline is now set.
+func (c *conn) keepAliveDeadline(set bool) bool {
+	kato := c.q.KeepAlive()
+	switch {
+	case kato > 0:
+		c.nc.SetReadDeadline(time.Now().Add(2*time.Duration(kato)*time.Millisecond + keepAliveGrace))
+		return true
+	case set:
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	return false
 }
 
 // buffered reports whether the next PDU is buffered whole, so that
