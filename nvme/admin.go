@@ -9,10 +9,17 @@ import (
 )
 
 // admin runs an admin command other than a Fabrics one. Before the host
-// enables the controller only Fabrics commands are allowed.
+// enables the controller only Fabrics commands are allowed. The data of a
+// command that returns data is zeroed first: what the command does not
+// fill (a structure shorter than the transfer, a Get Features with none)
+// reads as zeros, never as what the buffer held before (a transport's
+// earlier command).
 func (c *Controller) admin(ctx context.Context, cmd *Command, data []byte) (uint64, Status, bool) {
 	if !c.ready.Load() {
 		return 0, StatusCommandSequence | StatusDNR, false
+	}
+	if cmd.Direction() == DirCtrlToHost {
+		clear(data)
 	}
 	switch cmd.Opcode {
 	case OpIdentify:

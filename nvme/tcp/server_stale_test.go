@@ -1,0 +1,36 @@
+package tcp
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/nhdkit/nhd/nbd"
+	"github.com/nhdkit/nhd/nvme"
+)
+
+// A command that returns data must not return bytes it did not write:
+// the target reuses a slot's buffer, here one that held the in-capsule
+// data of a Set Features (Timestamp), for a Get Features (opcode 0x0A,
+// data controller to host) of a feature with no data structure.
+func TestNoStaleCommandData(t *testing.T) {
+	_, addr := startServer(t, nbd.NewMemDisk(1<<20), 512)
+	h := dialRaw(t, addr)
+	h.icreq(0)
+	h.connect(0, nvme.DynamicControllerID)
+	var cmd nvme.Command
+	nvme.Property{Set: true, Offset: nvme.PropCC, Value: uint64(nvme.CCEnable)}.Encode(&cmd)
+	cmd.CID = 1
+	h.capsule(cmd, nil)
+	h.resp()
+	secret := bytes.Repeat([]byte{0xA5}, 4096)
+	h.capsule(nvme.Command{Opcode: nvme.OpSetFeatures, CID: 2, CDW10: nvme.FeatTimestamp}, secret)
+	h.resp()
+	h.capsule(nvme.Command{Opcode: nvme.OpGetFeatures, CID: 3, CDW10: nvme.FeatArbitration, SGL: nvme.SGL{Type: nvme.SGLTransportDataBlock, Length: 4096}}, nil)
+	hd, _, data := h.pdu()
+	if hd.Type != TypeC2HData || len(data) != 4096 {
+		t.Fatalf("got %v with %d bytes, want C2HData with 4096", hd.Type, len(data))
+	}
+	if i := bytes.IndexByte(data, 0xA5); i >= 0 {
+		t.Fatalf("Get Features returned an earlier command's data from byte %d (%x...)", i, data[i:i+8])
+	}
+}
