@@ -67,6 +67,7 @@ type pduReader struct {
 	br      *bufio.Reader
 	maxData int // most data bytes in one PDU
 	hdr     [ICSize + DigestSize]byte
+	got     int // bytes of hdr read for this PDU (the rest is an earlier one's)
 	h       Header
 	data    int    // data bytes of this PDU not read yet
 	crc     uint32 // running data digest
@@ -106,9 +107,11 @@ func (r *pduReader) next() error {
 			return err
 		}
 	}
+	r.got = 0
 	if _, err := io.ReadFull(r.br, r.hdr[:CommonSize]); err != nil {
 		return err
 	}
+	r.got = CommonSize
 	h := &r.h
 	h.Parse((*[CommonSize]byte)(r.hdr[:CommonSize]))
 	hl := h.Type.hlen()
@@ -132,6 +135,7 @@ func (r *pduReader) next() error {
 	if _, err := io.ReadFull(r.br, r.hdr[CommonSize:off]); err != nil {
 		return noEOF(err)
 	}
+	r.got = off
 	if hd && binary.LittleEndian.Uint32(r.hdr[hl:]) != Digest(r.hdr[:hl]) {
 		return fatal(FESHeaderDigest, 0, "header digest mismatch")
 	}

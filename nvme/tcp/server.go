@@ -300,6 +300,7 @@ func (c *conn) icResp() error {
 	if _, err := io.ReadFull(c.r.br, in[:]); err != nil {
 		return err
 	}
+	c.r.got = ICSize
 	c.r.h.Parse((*[CommonSize]byte)(in[:CommonSize]))
 	var req ICReq
 	if err := req.Parse(in); err != nil {

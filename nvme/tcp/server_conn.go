@@ -273,13 +273,14 @@ func (c *conn) buffered() bool {
 }
 
 // fail sends a C2HTermReq for a fatal error of this side, with the header
-// of the PDU at fault.
+// of the PDU at fault: as much of it as was read (the common header alone
+// when that was at fault), never bytes of an earlier PDU.
 func (c *conn) fail(err error) {
 	var fe *FatalError
 	if !errors.As(err, &fe) || fe.Remote {
 		return
 	}
-	hl := min(int(c.r.h.HLen), MaxTermData, len(c.r.hdr))
+	hl := min(int(c.r.h.HLen), MaxTermData, c.r.got)
 	if hl < CommonSize {
 		hl = CommonSize
 	}

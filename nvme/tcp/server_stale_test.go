@@ -34,3 +34,20 @@ func TestNoStaleCommandData(t *testing.T) {
 		t.Fatalf("Get Features returned an earlier command's data from byte %d (%x...)", i, data[i:i+8])
 	}
 }
+
+// A C2HTermReq carries the header of the PDU in error as far as it was
+// read: for a bad HLEN only the common header, not the rest of an
+// earlier PDU's header (here the Connect's SQE) still in the buffer.
+func TestTermReqNoStaleHeader(t *testing.T) {
+	_, addr := startServer(t, nbd.NewMemDisk(1<<20), 512)
+	h := dialRaw(t, addr)
+	h.icreq(0)
+	h.connect(0, nvme.DynamicControllerID)
+	b := make([]byte, HeaderSize)
+	(&Header{Type: TypeCapsuleCmd, HLen: HeaderSize, PLen: CmdSize}).Put((*[CommonSize]byte)(b))
+	h.write(b)
+	hd, _, data := h.pdu()
+	if hd.Type != TypeC2HTermReq || !bytes.Equal(data, b[:CommonSize]) {
+		t.Fatalf("%v with %x, want C2HTermReq with the common header %x alone", hd.Type, data, b[:CommonSize])
+	}
+}
