@@ -93,7 +93,7 @@ type conn struct {
 	waiting atomic.Int32 // handed to the workers and not yet taken
 	wg      sync.WaitGroup
 	execNs  atomic.Int64  // moving average of a command's Exec
-	sqhd    atomic.Uint32 // the SQ head after the last command taken
+	sqhd    atomic.Uint32 // the SQ head after the last command taken (sqHead)
 	src     *sockReader   // what r reads through
 	pieces  [][]byte      // readPagesDirect's readv (maxReadPieces)
 
@@ -352,11 +352,7 @@ func (c *conn) command() error {
 	c.held++
 	sl := &c.slots[i]
 	sl.cmd, sl.state, sl.bad, sl.n, sl.paged = p.Cmd, slotBusy, false, 0, false
-	if h := c.sqhd.Load() + 1; int(h) < len(c.slots) {
-		c.sqhd.Store(h)
-	} else {
-		c.sqhd.Store(0)
-	}
+	c.sqhd.Store(c.sqHead(c.sqhd.Load() + 1))
 	sgl, inCap, dir := sl.cmd.SGL, c.r.data, sl.cmd.Direction()
 	switch {
 	case inCap > 0:
@@ -504,8 +500,20 @@ func (c *conn) complete(i uint16) error {
 
 // setSQHead puts the SQ head pointer in the slot's completion.
 func (c *conn) setSQHead(sl *slot) {
-	sl.cpl.SQHead = uint16(c.sqhd.Load())
+	sl.cpl.SQHead = uint16(c.sqHead(c.sqhd.Load()))
 	if c.q.SQFlowDisabled() {
 		sl.cpl.SQHead = 0xFFFF
 	}
+}
+
+// sqHead returns the SQ head pointer h (the entries taken so far) wraps
+// to: h modulo the queue's entries (SQSIZE + 1), once Connect set them.
+// The head is the entry after the last one taken, so Connect's own
+// completion says 1 (0 would claim that nothing was taken) and the next
+// command's 2, as Linux's target answers.
+func (c *conn) sqHead(h uint32) uint32 {
+	if n := uint32(c.q.Size()); n > 0 {
+		return h % n
+	}
+	return h
 }
