@@ -40,7 +40,9 @@ type Config struct {
 	// 0 means GOMAXPROCS. The controller may grant fewer.
 	IOQueues int
 	// QueueDepth is the entries of each I/O queue; 0 means 128. It is
-	// capped by the controller's CAP.MQES and MAXCMD, and at least 2.
+	// capped by the controller's CAP.MQES and MAXCMD, and at least 2. A
+	// queue carries as many commands at once, or one fewer on a
+	// controller that keeps SQ flow control on.
 	QueueDepth int
 	// QueueFill is how many commands an I/O queue carries before the
 	// host sends to another: a command goes to the first queue (in queue

@@ -96,7 +96,7 @@ func dialQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 		return nil, 0, err
 	}
 	q := &hostQueue{nc: c.nc, f: c.f, r: c.r, maxH2C: c.maxH2C, inCap: adminInCapsule, qid: k.QID, dead: make(chan struct{}), rdone: make(chan struct{}), splice: cfg.SplicedWrites}
-	n := int(k.SQSize) + 1
+	n := usableSlots(k)
 	for i := range q.pend {
 		q.pend[i] = make([][]byte, 0, 4*n+16)
 	}
@@ -108,6 +108,18 @@ func dialQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d 
 	}
 	go q.reader()
 	return q, res, nil
+}
+
+// usableSlots returns how many commands the host may have in flight on
+// a queue connected with k: its SQSIZE + 1 entries without SQ flow
+// control, one fewer with it, since an SQ is full when its head is one
+// past its tail (NVMe Base 2.0, 3.3.1.5), and a host that does not track
+// the head (this one) may only count on the entries it has not filled.
+func usableSlots(k nvme.Connect) int {
+	if k.CATTR&nvme.CATTRNoSQFlow != 0 {
+		return int(k.SQSize) + 1
+	}
+	return int(k.SQSize)
 }
 
 // handshake makes a queue's connection: TCP, ICReq/ICResp, then Connect

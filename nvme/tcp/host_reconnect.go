@@ -198,7 +198,7 @@ func (h *Host) reconnect(ctx context.Context) error {
 	d := nvme.ConnectData{HostID: h.cfg.HostID, ControllerID: cntlid, SubNQN: h.subNQN, HostNQN: h.cfg.HostNQN}
 	for _, q := range h.io {
 		var c *qconn
-		c, _, err = handshakeIO(ctx, h.addr, &h.cfg, nvme.Connect{QID: q.qid, SQSize: uint16(len(q.slots) - 1)}, &d)
+		c, _, err = handshakeIO(ctx, h.addr, &h.cfg, len(q.slots), nvme.Connect{QID: q.qid}, &d)
 		if err != nil {
 			return err
 		}

@@ -8,9 +8,10 @@ import (
 )
 
 // dialIOQueue connects I/O queue k.QID asking for SQ flow control off
-// (Connect CATTR bit 2, NVMe over Fabrics 1.1, figure 19): the host never
-// has more commands in flight than the queue has entries, so it needs no
-// SQ head pointer, and a read that succeeds then ends with the C2HData
+// (Connect CATTR bit 2, NVMe over Fabrics 1.1, figure 19): the host may
+// then have as many commands in flight as the queue has entries (with
+// it, one fewer: usableSlots), without reading the SQ head pointer, and
+// a read that succeeds then ends with the C2HData
 // SUCCESS flag and no CapsuleResp, one PDU fewer (the transport allows
 // SUCCESS on such queues only; nvmet-tcp and this package's Server send
 // it there, nvme-tcp-facts §1). A controller that does not offer it
@@ -27,12 +28,16 @@ func dialIOQueue(ctx context.Context, addr string, cfg *Config, k nvme.Connect, 
 	return q, res, err
 }
 
-// handshakeIO is dialIOQueue's handshake for a queue that reconnects.
-func handshakeIO(ctx context.Context, addr string, cfg *Config, k nvme.Connect, d *nvme.ConnectData) (*qconn, uint64, error) {
+// handshakeIO is dialIOQueue's handshake for a queue that reconnects
+// with slots commands possibly in flight: it asks for as many entries
+// without SQ flow control, one more with it (usableSlots).
+func handshakeIO(ctx context.Context, addr string, cfg *Config, slots int, k nvme.Connect, d *nvme.ConnectData) (*qconn, uint64, error) {
 	k.CATTR |= nvme.CATTRNoSQFlow
+	k.SQSize = uint16(max(slots-1, 1)) // SQSIZE 0 is invalid
 	c, res, err := handshake(ctx, addr, cfg, k, d)
 	if refusedNoSQFlow(err) {
 		k.CATTR &^= nvme.CATTRNoSQFlow
+		k.SQSize = uint16(slots)
 		return handshake(ctx, addr, cfg, k, d)
 	}
 	return c, res, err
