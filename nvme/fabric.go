@@ -252,9 +252,12 @@ type Transport interface {
 }
 
 // Queue is one submission/completion queue pair of a transport
-// connection. Its Exec is called by one goroutine at a time (the
-// connection's reader): a Queue is not safe for concurrent use, but the
-// queues of a controller run concurrently.
+// connection. Its first Exec (the Connect) and Close must not run
+// concurrently with any other of its methods, nor the admin queue's Exec
+// calls with one another. Once it is connected, an I/O queue's Exec,
+// Start, Finish, LendRead, WritePage, TakesPages and WritePages may be
+// called from several goroutines at once (a transport's reader and its
+// workers). The queues of a controller run concurrently.
 type Queue struct {
 	// Local is the transport address the host reached this queue at,
 	// set by the transport before the first Exec (nil if unknown); the
@@ -305,7 +308,8 @@ func (q *Queue) Controller() *Controller { return q.ctrl }
 // closes first. A command that arrives on an I/O queue with a Transport
 // after its controller's association ended (Keep Alive expiry, admin
 // queue closed) is held too, never to complete: its transport is being
-// aborted. Exec does not retain data.
+// aborted. Exec does not retain data. See Queue for which calls may run
+// concurrently.
 func (q *Queue) Exec(ctx context.Context, cmd *Command, data []byte) (cpl Completion, held bool) {
 	cpl = Completion{CID: cmd.CID, SQID: q.id}
 	var st Status
