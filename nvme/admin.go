@@ -172,6 +172,9 @@ func (c *Controller) getLogPage(cmd *Command, data []byte) Status {
 	if g.Offset%4 != 0 {
 		return StatusInvalidField | StatusDNR
 	}
+	if g.Length > uint64(len(data)) { // NUMD past the command's data
+		return StatusSGLLengthInvalid | StatusDNR
+	}
 	var page []byte
 	switch {
 	case g.LID == LogDiscovery && c.sub == nil:
@@ -201,7 +204,7 @@ func (c *Controller) getLogPage(cmd *Command, data []byte) Status {
 	if g.Offset > uint64(len(page)) {
 		return StatusInvalidField | StatusDNR
 	}
-	n := copy(data[:min(len(data), int(g.Length))], page[g.Offset:])
+	n := copy(data[:g.Length], page[g.Offset:])
 	clear(data[n:])
 	return StatusSuccess
 }

@@ -211,7 +211,7 @@ type GetLogPage struct {
 	LID    uint8
 	LSP    uint8 // 7 bits
 	RAE    bool
-	Length uint32 // bytes, a multiple of 4, at least 4
+	Length uint64 // bytes, a multiple of 4, from 4 to 1<<34
 	Offset uint64 // LPO, bytes
 }
 
@@ -221,14 +221,14 @@ func LogPageOf(c *Command) GetLogPage {
 	numd := uint32(c.CDW10>>16) | uint32(c.CDW11&0xFFFF)<<16
 	return GetLogPage{
 		LID: uint8(c.CDW10), LSP: uint8(c.CDW10>>8) & 0x7F, RAE: c.CDW10&(1<<15) != 0,
-		Length: (numd + 1) * 4, Offset: uint64(c.CDW12) | uint64(c.CDW13)<<32,
+		Length: (uint64(numd) + 1) * 4, Offset: uint64(c.CDW12) | uint64(c.CDW13)<<32,
 	}
 }
 
 // Encode sets the Get Log Page fields of c (opcode included); Length is
 // rounded down to whole dwords.
 func (g GetLogPage) Encode(c *Command) {
-	numd := g.Length/4 - 1
+	numd := uint32(g.Length/4 - 1)
 	c.Opcode = OpGetLogPage
 	c.CDW10 = uint32(g.LID) | uint32(g.LSP&0x7F)<<8 | numd<<16
 	if g.RAE {

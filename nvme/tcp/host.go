@@ -690,7 +690,7 @@ func Discover(ctx context.Context, addr string, cfg *Config) ([]nvme.DiscoveryLo
 
 func (q *hostQueue) logPage(ctx context.Context, lid uint8, off uint64, page []byte) error {
 	var cmd nvme.Command
-	nvme.GetLogPage{LID: lid, Length: uint32(len(page)), Offset: off, RAE: true}.Encode(&cmd)
+	nvme.GetLogPage{LID: lid, Length: uint64(len(page)), Offset: off, RAE: true}.Encode(&cmd)
 	cpl, err := q.do(ctx, &cmd, page, nil)
 	if err == nil {
 		err = cpl.Err()

@@ -72,7 +72,7 @@ func (h *Host) watchEvents(admin *hostQueue) {
 // reports whether it names the host's namespace (or overflowed).
 func (h *Host) changedNamespaces(ctx context.Context, admin *hostQueue, page []byte) (bool, error) {
 	var cmd nvme.Command
-	nvme.GetLogPage{LID: nvme.LogChangedNamespaces, Length: uint32(len(page))}.Encode(&cmd)
+	nvme.GetLogPage{LID: nvme.LogChangedNamespaces, Length: uint64(len(page))}.Encode(&cmd)
 	cpl, err := admin.do(ctx, &cmd, page, nil)
 	if err == nil {
 		err = cpl.Err()
