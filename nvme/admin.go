@@ -1,6 +1,7 @@
 package nvme
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"time"
@@ -217,17 +218,27 @@ func (s *subsystem) smart() *SMARTLog {
 	}
 }
 
+// discoveryLog builds the discovery log page from Fabric.Discovery. Its
+// GENCTR goes up whenever the entries differ from those the controller
+// built last (a listener opened or closed, say), so that a host reading
+// the log in several commands sees that it changed between them.
 func (c *Controller) discoveryLog() []byte {
 	var es []DiscoveryLogEntry
 	if c.f.Discovery != nil {
 		es = c.f.Discovery(c.local)
 	}
 	page := make([]byte, DiscoveryLogPageSize*(1+len(es)))
-	h := DiscoveryLogHeader{GenCtr: 1, NumRec: uint64(len(es))}
-	h.Put((*[DiscoveryLogPageSize]byte)(page))
 	for i := range es {
 		es[i].Put((*[DiscoveryLogPageSize]byte)(page[DiscoveryLogPageSize*(i+1):]))
 	}
+	c.mu.Lock()
+	if c.discGen == 0 || !bytes.Equal(c.discLast, page[DiscoveryLogPageSize:]) {
+		c.discGen++
+		c.discLast = append(c.discLast[:0], page[DiscoveryLogPageSize:]...)
+	}
+	h := DiscoveryLogHeader{GenCtr: c.discGen, NumRec: uint64(len(es))}
+	c.mu.Unlock()
+	h.Put((*[DiscoveryLogPageSize]byte)(page))
 	return page
 }
 

@@ -40,6 +40,8 @@ type Controller struct {
 	aers     []uint16 // CIDs of the held Asynchronous Event Requests
 	ev       events
 	sending  sync.WaitGroup // Transport.Complete calls decided under mu, not yet returned
+	discGen  uint64         // the discovery log's GENCTR (discoveryLog)
+	discLast []byte         // the discovery log entries GENCTR counts
 	errCount uint64
 	errLog   [errorLogEntries]ErrorLogEntry
 	scratch  [IdentifySize]byte

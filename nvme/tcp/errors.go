@@ -69,4 +69,7 @@ var (
 	// ErrUnaligned is returned for a host I/O not aligned to the
 	// namespace's block size.
 	ErrUnaligned = errors.New("nvme/tcp: I/O not aligned to the block size")
+	// ErrDiscoveryChanged is returned by Discover when the discovery log
+	// kept changing while it was read.
+	ErrDiscoveryChanged = errors.New("nvme/tcp: discovery log kept changing while read")
 )

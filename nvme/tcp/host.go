@@ -655,7 +655,10 @@ func (h *Host) WriteZeroes(ctx context.Context, off, length int64, flags nbd.Cmd
 }
 
 // Discover reads the discovery log of the discovery controller at addr
-// (the port defaults to 8009). cfg may be nil.
+// (the port defaults to 8009). cfg may be nil. It reads the log's header,
+// its entries one by one, then the header again, and starts over if the
+// log's GENCTR changed meanwhile (the entries changed while read); after
+// discoverTries such rounds it fails with ErrDiscoveryChanged.
 func Discover(ctx context.Context, addr string, cfg *Config) ([]nvme.DiscoveryLogEntry, error) {
 	var c Config
 	if cfg != nil {
@@ -672,20 +675,42 @@ func Discover(ctx context.Context, addr string, cfg *Config) ([]nvme.DiscoveryLo
 		q.close()
 	}()
 	page := make([]byte, nvme.DiscoveryLogPageSize)
+	for range discoverTries {
+		gen, es, err := q.discoveryLog(ctx, page)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.logPage(ctx, nvme.LogDiscovery, 0, page); err != nil {
+			return nil, err
+		}
+		var hd nvme.DiscoveryLogHeader
+		if hd.Parse((*[nvme.DiscoveryLogPageSize]byte)(page)); hd.GenCtr == gen {
+			return es, nil
+		}
+	}
+	return nil, ErrDiscoveryChanged
+}
+
+// discoverTries bounds Discover's rounds.
+const discoverTries = 8
+
+// discoveryLog reads the discovery log's header and then its entries,
+// each in its own command, through page; it returns the header's GENCTR
+// and the entries.
+func (q *hostQueue) discoveryLog(ctx context.Context, page []byte) (uint64, []nvme.DiscoveryLogEntry, error) {
 	if err := q.logPage(ctx, nvme.LogDiscovery, 0, page); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	var hd nvme.DiscoveryLogHeader
 	hd.Parse((*[nvme.DiscoveryLogPageSize]byte)(page))
-	n := int(min(hd.NumRec, 1024))
-	es := make([]nvme.DiscoveryLogEntry, n)
+	es := make([]nvme.DiscoveryLogEntry, min(hd.NumRec, 1024))
 	for i := range es {
 		if err := q.logPage(ctx, nvme.LogDiscovery, uint64(nvme.DiscoveryLogPageSize*(i+1)), page); err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		es[i].Parse((*[nvme.DiscoveryLogPageSize]byte)(page))
 	}
-	return es, nil
+	return hd.GenCtr, es, nil
 }
 
 func (q *hostQueue) logPage(ctx context.Context, lid uint8, off uint64, page []byte) error {
