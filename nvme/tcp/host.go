@@ -497,8 +497,8 @@ func (h *Host) check(n int, off int64, read bool) (int, error) {
 }
 
 // ReadAt reads len(p) bytes at off, a multiple of the block size, in
-// commands of at most the controller's largest transfer, all in flight
-// at once on one I/O queue.
+// commands of at most the controller's largest transfer on one I/O
+// queue, as many in flight at once as it has free slots (up to 64).
 func (h *Host) ReadAt(p []byte, off int64) (int, error) {
 	n, eof := h.check(len(p), off, true)
 	if n == 0 && eof != nil {
