@@ -36,6 +36,10 @@ const (
 	// (DefaultMaxPayload), so clients that send larger requests than the
 	// spec's floor (nbd-tester-client, up to 47.5 MiB) are served.
 	DefaultServerMaxPayload = 64 << 20
+	// DefaultReplyTimeout is how long the server waits for a client to
+	// take each piece of its replies (Server.ReplyTimeout) before it
+	// closes the connection.
+	DefaultReplyTimeout = 30 * time.Second
 )
 
 // Limits the server applies to option haggling, fixed by the protocol's
@@ -66,6 +70,10 @@ const (
 // ErrServerClosed is returned by Serve after Shutdown or Close, as soon as
 // either starts: Shutdown may still be finishing requests and flushing.
 var ErrServerClosed = errors.New("nbd: server closed")
+
+// ErrReplyTimeout ends a session whose client did not take its replies
+// within Server.ReplyTimeout: ServeConn returns an error matching it.
+var ErrReplyTimeout = errors.New("nbd: client not reading its replies (Server.ReplyTimeout)")
 
 // MultiConnBackend is a Backend that can be served over several
 // connections at once: a Flush (and a FUA write) through any connection
@@ -157,7 +165,10 @@ type Export struct {
 // what it has sent, rounded up to a buffer, until the connection ends
 // (with IdleTimeout set, that is bounded in time too). If the writer let
 // past the budget is the one that stalls, writers waiting for buffers
-// wait for it to go on or leave.
+// wait for it to go on or leave. A client that stops reading its replies
+// holds their buffers (and, once they fill the budget, holds up every
+// session's requests that wait for buffers) until ReplyTimeout closes
+// its session.
 type Server struct {
 	// Exports are the exports served; names must be distinct.
 	Exports []Export
@@ -220,6 +231,21 @@ type Server struct {
 	// means DefaultEvictIdleAfter; negative disables eviction, and a full
 	// server refuses new connections.
 	EvictIdleAfter time.Duration
+	// ReplyTimeout bounds how long the server waits for a session to take
+	// its replies: each piece of up to 1 MiB of the replies being written
+	// (a whole batch of smaller ones) must be taken by the connection
+	// within ReplyTimeout, or the session is closed, its requests in
+	// flight dropped unanswered and the BufferMemory they reserved given
+	// back. A client that stops reading its replies (or a peer that is
+	// gone without a word) thus holds the budget, and holds up the other
+	// sessions' reads waiting for it, for at most ReplyTimeout; a slow
+	// client is served as long as it takes 1 MiB per ReplyTimeout. The
+	// connection ends with an error matching ErrReplyTimeout (ServeConn's
+	// result, and the Logger's warning). 0 means DefaultReplyTimeout (30
+	// s); negative means never, and a client that never reads can then
+	// hold its replies' buffers, and stall every other session that waits
+	// for them, until it disconnects or the server is closed.
+	ReplyTimeout time.Duration
 	// IdleTimeout closes a session that has had no request in flight and
 	// sent nothing for that long, or stalls that long in the payload of a
 	// request it sent while idle; 0 means never (a kernel client may
@@ -467,6 +493,17 @@ func (s *Server) maxConns() int {
 		return s.MaxConns
 	}
 	return DefaultMaxConns
+}
+
+// replyTimeout returns ReplyTimeout or its default; 0 means never.
+func (s *Server) replyTimeout() time.Duration {
+	switch {
+	case s.ReplyTimeout > 0:
+		return s.ReplyTimeout
+	case s.ReplyTimeout < 0:
+		return 0
+	}
+	return DefaultReplyTimeout
 }
 
 func (s *Server) handshakeTimeout() time.Duration {

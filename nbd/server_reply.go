@@ -2,6 +2,10 @@ package nbd
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
 )
 
 // The writing side of transmission: replies queued by whoever finished a
@@ -89,12 +93,66 @@ func (c *serverConn) sent(q *serverSlot) {
 	}
 }
 
-// writeReplies writes whole replies in one batch: one Write or writev.
+// serverReplyWindow is the most of a batch of replies written under one
+// deadline of Server.ReplyTimeout: a client that takes that much per
+// ReplyTimeout keeps its session however large its replies.
+const serverReplyWindow = serverLargeBuf
+
+// writeReplies writes whole replies in one batch: one Write or writev,
+// or, past serverReplyWindow bytes with a ReplyTimeout, one a window.
 func (c *serverConn) writeReplies(ts *serverTransmitState, batch []*serverSlot) error {
+	n := 0
 	for _, q := range batch {
-		ts.batch.Add(&q.reply)
+		n += q.reply.Len()
+	}
+	if ts.timeout == 0 || n <= serverReplyWindow {
+		for _, q := range batch {
+			ts.batch.Add(&q.reply)
+		}
+		return c.writeBatch(ts)
+	}
+	return c.writeWindows(ts, batch)
+}
+
+// writeWindows writes the replies of batch serverReplyWindow bytes at a
+// time, each window under a deadline of its own.
+func (c *serverConn) writeWindows(ts *serverTransmitState, batch []*serverSlot) error {
+	all := ts.views[:0]
+	for _, q := range batch {
+		all = q.reply.Buffers(all)
+	}
+	ts.views = all[:0]
+	defer clear(all) // keep no buffer alive
+	for views := all; len(views) > 0; {
+		for room := serverReplyWindow; room > 0 && len(views) > 0; {
+			p := views[0]
+			if len(p) > room {
+				ts.batch.AddBytes(p[:room])
+				views[0] = p[room:]
+				break
+			}
+			ts.batch.AddBytes(p)
+			room -= len(p)
+			views = views[1:]
+		}
+		if err := c.writeBatch(ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeBatch writes what ts.batch holds, within ReplyTimeout if set: a
+// write that times out fails with ErrReplyTimeout (the connection is
+// then unusable, and closed by writeQueued).
+func (c *serverConn) writeBatch(ts *serverTransmitState) error {
+	if ts.timeout > 0 {
+		c.netc.SetWriteDeadline(time.Now().Add(ts.timeout))
 	}
 	_, err := ts.batch.Write()
+	if err != nil && ts.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w: replies not taken within %v", ErrReplyTimeout, ts.timeout)
+	}
 	return err
 }
 

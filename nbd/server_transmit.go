@@ -1,6 +1,7 @@
 package nbd
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,8 @@ type serverTransmitState struct {
 	queue   []*serverSlot
 	spare   []*serverSlot
 	batch   *zerocopy.Batch
+	timeout time.Duration // Server.ReplyTimeout; 0: none
+	views   [][]byte      // scratch of writeWindows
 }
 
 // transmit serves requests until the client disconnects or the session
@@ -99,10 +102,11 @@ func (c *serverConn) transmit() error {
 	n := c.srv.maxInFlight()
 	slots := make([]serverSlot, n)
 	ts := &serverTransmitState{
-		free:  make(chan *serverSlot, n),
-		queue: make([]*serverSlot, 0, n),
-		spare: make([]*serverSlot, 0, n),
-		batch: zerocopy.NewBatch(c.netc),
+		free:    make(chan *serverSlot, n),
+		queue:   make([]*serverSlot, 0, n),
+		spare:   make([]*serverSlot, 0, n),
+		batch:   zerocopy.NewBatch(c.netc),
+		timeout: c.srv.replyTimeout(),
 	}
 	ts.work = make(chan *serverSlot, n)
 	for i := range slots {
@@ -113,10 +117,13 @@ func (c *serverConn) transmit() error {
 	err := c.readRequests(ts)
 	close(ts.work)
 	ts.wg.Wait()
-	if err == nil {
-		ts.wmu.Lock()
-		err = ts.werr
-		ts.wmu.Unlock()
+	ts.wmu.Lock()
+	werr := ts.werr
+	ts.wmu.Unlock()
+	if err == nil || errors.Is(werr, ErrReplyTimeout) {
+		// A reply timeout closed the connection under the reader: it is
+		// the reason the session ended.
+		err = werr
 	}
 	return err
 }

@@ -36,7 +36,8 @@
 // -evict-idle-after, else it is refused with a reason), -max-handshakes the connections still in their handshake (a
 // new one pushes out the oldest), -handshake-timeout how long a handshake
 // may take, -idle-timeout how long a session may sit idle (default
-// never), -max-inflight the requests served at once per connection,
+// never), -reply-timeout how long a session may leave its replies unread
+// (default 30s), -max-inflight the requests served at once per connection,
 // -max-payload the largest read or write, and -buffer-memory the memory
 // for request payloads and read replies of all connections together.
 // With -free-os-memory (the default) the memory those buffers took goes
@@ -93,7 +94,7 @@ type config struct {
 	maxInFlight, maxConns         int
 	maxHandshakes                 int
 	handshakeTimeout, idleTimeout time.Duration
-	evictIdleAfter                time.Duration
+	evictIdleAfter, replyTimeout  time.Duration
 	maxPayload, bufferMemory      string
 	verbose                       bool
 	freeOSMemory                  bool
@@ -120,6 +121,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxHandshakes, "max-handshakes", 0, "connections in their handshake at once; a new one pushes out the oldest (0: default 128)")
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", 0, "how long a connection may take to finish its handshake (0: default 30s)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 0, "close a session idle for this long (0: never)")
+	fs.DurationVar(&c.replyTimeout, "reply-timeout", 0, "close a session that takes no MiB of its replies for this long, freeing their buffers (0: default 30s; negative: never)")
 	fs.DurationVar(&c.evictIdleAfter, "evict-idle-after", 0, "when -max-conns sessions are served, a new client takes the place of the session idle longest if idle this long, closing it (0: default 1s; negative: never, refuse the new client)")
 	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 64M)")
 	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
@@ -258,6 +260,7 @@ func (c *config) server(export nbd.Export, log *slog.Logger) (*nbd.Server, error
 		HandshakeTimeout: c.handshakeTimeout,
 		IdleTimeout:      c.idleTimeout,
 		EvictIdleAfter:   c.evictIdleAfter,
+		ReplyTimeout:     c.replyTimeout,
 		MaxPayload:       uint32(mp),
 		BufferMemory:     bm,
 		FreeOSMemory:     c.freeOSMemory,

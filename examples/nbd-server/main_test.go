@@ -119,7 +119,7 @@ func TestParseSize(t *testing.T) {
 // The limits and timeouts on the command line reach the server.
 func TestFlagsReachServer(t *testing.T) {
 	cfg, err := parseArgs([]string{"-unix", "x", "-max-conns", "7", "-max-handshakes", "9", "-handshake-timeout", "3s",
-		"-idle-timeout", "1m", "-evict-idle-after", "-1s", "-buffer-memory", "64M", "-max-payload", "1M"}, io.Discard)
+		"-idle-timeout", "1m", "-evict-idle-after", "-1s", "-reply-timeout", "5s", "-buffer-memory", "64M", "-max-payload", "1M"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestFlagsReachServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if srv.MaxConns != 7 || srv.MaxHandshakes != 9 || srv.HandshakeTimeout != 3*time.Second ||
-		srv.IdleTimeout != time.Minute || srv.EvictIdleAfter != -time.Second || !srv.FreeOSMemory || srv.BufferMemory != 64<<20 || srv.MaxPayload != 1<<20 {
+		srv.IdleTimeout != time.Minute || srv.EvictIdleAfter != -time.Second || srv.ReplyTimeout != 5*time.Second || !srv.FreeOSMemory || srv.BufferMemory != 64<<20 || srv.MaxPayload != 1<<20 {
 		t.Fatalf("server %+v", srv)
 	}
 }

@@ -1,0 +1,138 @@
+package nbd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// serverPlainDisk hides MemDisk's optional interfaces (Lender among
+// them), as a file or proxy backend has none: its reads take buffers of
+// the BufferMemory budget.
+type serverPlainDisk struct{ m *MemDisk }
+
+func (d serverPlainDisk) ReadAt(p []byte, off int64) (int, error)  { return d.m.ReadAt(p, off) }
+func (d serverPlainDisk) WriteAt(p []byte, off int64) (int, error) { return d.m.WriteAt(p, off) }
+func (d serverPlainDisk) Size() int64                              { return d.m.Size() }
+
+// A client that sends large READs and never reads the replies fills the
+// whole BufferMemory; ReplyTimeout closes its session and gives the budget
+// back, so an honest client's READ, waiting for buffers meanwhile, is
+// served. (Before ReplyTimeout the honest READ waited for ever.)
+func TestServerReplyTimeoutFreesStalledBudget(t *testing.T) {
+	const mp = 1 << 20
+	s := &Server{
+		Exports:      []Export{{Name: "", Backend: serverPlainDisk{NewMemDisk(16 << 20)}}},
+		MaxPayload:   mp,
+		BufferMemory: 2 * mp,
+		ReplyTimeout: 200 * time.Millisecond,
+	}
+	path := serverTestStart(t, s)
+
+	bad := serverTestDial(t, path)
+	bad.nc.(*net.UnixConn).SetReadBuffer(4096)
+	bad.negotiate("", true, false)
+	for i := range 6 {
+		bad.request(CmdRead, 0, uint64(i+1), uint64(i)*mp, mp, nil)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "nbd+unix:///?socket="+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Pread(ctx, make([]byte, 4096), 8<<20, 0); err != nil {
+		t.Fatalf("an honest client's READ behind a client that reads no reply: %v", err)
+	}
+	// The stalled session was closed: its socket ends after what the
+	// server managed to write.
+	if _, err := io.Copy(io.Discard, bad.nc); err != nil {
+		t.Fatalf("the stalled session's socket: %v, want its end", err)
+	}
+	for s.BufferStats().Reserved != 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("budget still reserved after the stalled session ended: %+v", s.BufferStats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ServeConn reports a session closed for not reading its replies with an
+// error matching ErrReplyTimeout.
+func TestServerReplyTimeoutServeConnError(t *testing.T) {
+	s := &Server{
+		Exports:      []Export{{Name: "", Backend: serverPlainDisk{NewMemDisk(16 << 20)}}},
+		MaxPayload:   1 << 20,
+		ReplyTimeout: 100 * time.Millisecond,
+	}
+	a, b := serverTestUnixPair(t)
+	b.SetReadBuffer(4096)
+	done := make(chan error, 1)
+	go func() { done <- s.ServeConn(a) }()
+	bad := &serverRawClient{t: t, nc: b}
+	bad.negotiate("", false, false)
+	for i := range 8 {
+		bad.request(CmdRead, 0, uint64(i+1), uint64(i)<<20, 1<<20, nil)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrReplyTimeout) {
+			t.Fatalf("ServeConn returned %v, want ErrReplyTimeout", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ServeConn still serving a client that reads nothing")
+	}
+}
+
+// A client that reads its replies slowly, but takes each MiB well within
+// ReplyTimeout, keeps its session even though its reply takes longer than
+// ReplyTimeout in all.
+func TestServerReplyTimeoutSlowReaderServed(t *testing.T) {
+	const size = 6 << 20
+	timeout := 1500 * time.Millisecond
+	s := &Server{
+		Exports:      []Export{{Name: "", Backend: serverPlainDisk{NewMemDisk(16 << 20)}}},
+		MaxPayload:   size,
+		ReplyTimeout: timeout,
+	}
+	path := serverTestStart(t, s)
+	c := serverTestDial(t, path)
+	c.nc.(*net.UnixConn).SetReadBuffer(4096)
+	c.negotiate("", false, false)
+	c.request(CmdRead, 0, 1, 0, size, nil)
+	start := time.Now()
+	r, _ := c.simple(0)
+	if r.Error != 0 || r.Cookie != 1 {
+		t.Fatalf("reply %+v", r)
+	}
+	buf := make([]byte, 1<<20)
+	for range size >> 20 {
+		time.Sleep(timeout / 5)
+		if _, err := io.ReadFull(c.nc, buf); err != nil {
+			t.Fatalf("reading the reply slowly: %v (after %v)", err, time.Since(start))
+		}
+	}
+	if d := time.Since(start); d < timeout {
+		t.Fatalf("the reply took %v, less than ReplyTimeout: the test proves nothing", d)
+	}
+	// The session is still served.
+	c.request(CmdRead, 0, 2, 0, 512, nil)
+	if r, _ := c.simple(512); r.Error != 0 || r.Cookie != 2 {
+		t.Fatalf("next reply %+v", r)
+	}
+}
+
+func TestServerReplyTimeoutDefault(t *testing.T) {
+	for _, tc := range []struct{ set, want time.Duration }{
+		{0, DefaultReplyTimeout}, {time.Second, time.Second}, {-1, 0},
+	} {
+		if got := (&Server{ReplyTimeout: tc.set}).replyTimeout(); got != tc.want {
+			t.Errorf("ReplyTimeout %v: %v, want %v", tc.set, got, tc.want)
+		}
+	}
+}
