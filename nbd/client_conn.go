@@ -474,7 +474,10 @@ func (c *clientConn) do(ctx context.Context, cmd Command, flags CmdFlags, off ui
 }
 
 // close sends NBD_CMD_DISC (best effort) and closes the connection; every
-// request still in flight fails with err.
+// request still in flight fails with err. The write lock is held from the
+// DISC until the connection is dead, so no request queued meanwhile can
+// follow the DISC onto the wire (proto.md: "A client MUST NOT send
+// anything to the server after sending an NBD_CMD_DISC command").
 func (c *clientConn) close(err error) {
 	if c.failed() == nil {
 		select {
@@ -484,7 +487,10 @@ func (c *clientConn) close(err error) {
 			r.Put(&h)
 			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 			_, _ = c.nc.Write(h[:])
+			c.wb.SetSplice(0) // fail leaves a held write lock's pipe alone
+			c.fail(err)
 			<-c.wsem
+			return
 		case <-time.After(time.Second):
 		}
 	}

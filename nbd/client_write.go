@@ -238,6 +238,9 @@ func (c *clientConn) isTLS() bool {
 // flush writes every queued request, the caller holding the write lock
 // on behalf of own (its own request, whose context ctx is).
 func (c *clientConn) flush(ctx context.Context, own *clientSlot) {
+	if c.failed() != nil {
+		return // closed, perhaps after NBD_CMD_DISC: push takes own back
+	}
 	c.wmu.Lock()
 	if own.wstate.Load() != clientWQueued {
 		// Sent by another writer meanwhile (or cut and not yet back):
