@@ -40,7 +40,11 @@ import (
 //
 // Errors from the server match their errno: errors.Is(err, syscall.EIO).
 // A broken connection (hang-up, bad magic, any protocol violation) fails
-// every request in flight at once and every later call at once.
+// every request in flight at once and every later call at once. A reply
+// with ESHUTDOWN (the server is going away) starts a soft disconnect of
+// its connection, as proto.md requires: later calls on it fail at once
+// with ErrServerShutdown, the requests in flight go on to their replies,
+// and then the connection sends NBD_CMD_DISC and closes.
 //
 // Deadlines and cancellation hold in every phase: a call returns as soon
 // as its context ends, whether it waits for a slot, writes its request or
@@ -392,15 +396,8 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	c.closed.Store(true)
 	var err error
 	for _, cc := range c.conns {
-		for range cc.slots {
-			s, e := cc.acquire(ctx)
-			if e != nil {
-				if err == nil && cc.failed() == nil {
-					err = e
-				}
-				break
-			}
-			_ = s // keep it: no request may start
+		if e := cc.quiesce(ctx); e != nil && err == nil {
+			err = e
 		}
 	}
 	c.Close()

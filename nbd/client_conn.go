@@ -156,6 +156,11 @@ type clientConn struct {
 	err    error         // why the connection died; set before dead is closed
 	rtok   chan struct{} // capacity 1: held by the leader (the one reading replies)
 
+	// Soft disconnect and Shutdown (client_softdisc.go).
+	shut atomic.Bool   // a reply said ESHUTDOWN: refuse new requests
+	qsem chan struct{} // capacity 1: held by the one quiescing
+	held int           // slots the quiescers took for good (under qsem)
+
 	kickMu sync.Mutex  // orders read deadline changes with the checks of why a read was cut
 	rwatch clientWatch // cuts the leader's read when its caller's context ends
 	wwatch clientWatch // cuts the writer's writev when its caller's context ends
@@ -183,6 +188,7 @@ func newClientConn(nc net.Conn, structured bool, contexts []MetaContext, infligh
 		wvec:       make([][]byte, 0, 2*inflight),
 		dead:       make(chan struct{}),
 		rtok:       make(chan struct{}, 1),
+		qsem:       make(chan struct{}, 1),
 	}
 	c.rwatch.kick, c.wwatch.kick = c.kick, c.wkick
 	c.br = bufio.NewReaderSize(clientSock{c}, clientReplyBuffer)
@@ -276,9 +282,13 @@ func (c *clientConn) resetLocked(s *clientSlot) {
 }
 
 // acquire takes a free slot, waiting for one (backpressure) until ctx ends
-// or the connection dies.
+// or the connection dies. Once a soft disconnect has begun it refuses
+// with ErrServerShutdown.
 func (c *clientConn) acquire(ctx context.Context) (*clientSlot, error) {
 	if err := c.failed(); err != nil {
+		return nil, err
+	}
+	if err := c.refused(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -286,12 +296,12 @@ func (c *clientConn) acquire(ctx context.Context) (*clientSlot, error) {
 	}
 	select {
 	case i := <-c.free:
-		return &c.slots[i], nil
+		return c.take(i)
 	default:
 	}
 	select {
 	case i := <-c.free:
-		return &c.slots[i], nil
+		return c.take(i)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.dead:
@@ -299,11 +309,22 @@ func (c *clientConn) acquire(ctx context.Context) (*clientSlot, error) {
 	}
 }
 
+// take returns slot i, just taken from c.free, or gives it back if a soft
+// disconnect has begun.
+func (c *clientConn) take(i uint32) (*clientSlot, error) {
+	if err := c.refused(); err != nil {
+		c.free <- i
+		return nil, err
+	}
+	return &c.slots[i], nil
+}
+
 // tryAcquire takes a free slot if there is one.
 func (c *clientConn) tryAcquire() *clientSlot {
 	select {
 	case i := <-c.free:
-		return &c.slots[i]
+		s, _ := c.take(i)
+		return s
 	default:
 		return nil
 	}

@@ -429,6 +429,7 @@ func (c *clientConn) finish() error {
 		return nil // the connection failed meanwhile
 	}
 	if b.simple {
+		c.noteReplyError(b.reqErr)
 		c.completeLocked(s, b.reqErr)
 		return nil
 	}
@@ -447,6 +448,7 @@ func (c *clientConn) finish() error {
 		if s.err == nil && s.cmd == CmdBlockStatus && len(s.extRuns) == 0 {
 			s.err = protoErr("BLOCK_STATUS reply done without any extents")
 		}
+		c.noteReplyError(s.err)
 		c.completeLocked(s, s.err)
 	}
 	return nil
