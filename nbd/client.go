@@ -166,7 +166,7 @@ func ListExports(ctx context.Context, uri string, opts ...Option) ([]ExportEntry
 	}
 	l, err := n.List(ctx)
 	if err != nil {
-		n.Close()
+		n.giveUp(err) // NBD_OPT_ABORT after an option error (ERR_SHUTDOWN)
 		return nil, clientTLSHint(err, n)
 	}
 	_ = n.Abort(ctx)
@@ -225,13 +225,13 @@ func clientConnect(ctx context.Context, nc net.Conn, cfg *clientConfig) (*Client
 	if n.style == StyleFixedNewstyle {
 		if !cfg.noStructured {
 			if err := n.StructuredReplies(ctx); err != nil && !clientIgnorable(err) {
-				n.fail()
+				n.giveUp(err) // NBD_OPT_ABORT after an option error
 				return nil, clientTLSHint(err, n)
 			}
 		}
 		if n.sr && len(cfg.metaContexts) > 0 {
 			if _, err := n.SetMetaContexts(ctx, cfg.export, cfg.metaContexts...); err != nil && !clientIgnorable(err) {
-				n.fail()
+				n.giveUp(err)
 				return nil, clientTLSHint(err, n)
 			}
 		}

@@ -603,9 +603,12 @@ func (n *Negotiator) Go(ctx context.Context, export string) (*Client, error) {
 // giveUp ends a negotiation that failed with err. After an option error the
 // connection is still in step, so the client first says NBD_OPT_ABORT, as
 // proto.md asks of a client that gives up (after NBD_REP_ERR_SHUTDOWN too),
-// without waiting for the server's answer; then it closes the connection.
+// without waiting for the server's answer (nor, for the ABORT's write,
+// more than a second); then it closes the connection. A failure that is
+// not an option error (a hang-up, a protocol error) just closes it.
 func (n *Negotiator) giveUp(err error) {
-	if n.style == StyleFixedNewstyle && isOptionError(err) {
+	if !n.done && n.style == StyleFixedNewstyle && isOptionError(err) {
+		_ = n.conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = n.send(OptAbort, nil)
 	}
 	n.fail()
