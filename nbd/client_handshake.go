@@ -78,7 +78,8 @@ type Negotiator struct {
 	tls    bool
 	sr     bool // structured replies negotiated
 	ctxs   []MetaContext
-	done   bool // went into transmission, aborted or failed
+	ctxFor string // the export ctxs were set for
+	done   bool   // went into transmission, aborted or failed
 	// oldstyle: what the greeting said
 	oldSize  uint64
 	oldFlags ExportFlags
@@ -451,12 +452,15 @@ func (n *Negotiator) ListMetaContexts(ctx context.Context, export string, querie
 
 // SetMetaContexts selects metadata contexts of export for block status with
 // NBD_OPT_SET_META_CONTEXT and returns those the server agreed to; it
-// replaces an earlier selection. Structured replies must be on, and Go must
-// later name the same export.
+// replaces an earlier selection. Structured replies must be on. The
+// selection holds only if Go names the same export (proto.md: block status
+// needs contexts set for the export "ultimately selected"): a Client that
+// Go opens on another export has no contexts, and its BlockStatus fails
+// locally with ErrNotAdvertised.
 func (n *Negotiator) SetMetaContexts(ctx context.Context, export string, queries ...string) ([]MetaContext, error) {
 	m, err := n.metaContexts(ctx, OptSetMetaContext, export, queries)
 	if err == nil {
-		n.ctxs = m
+		n.ctxs, n.ctxFor = m, export
 	} else if isOptionError(err) {
 		n.ctxs = nil
 	}
@@ -597,6 +601,9 @@ func (n *Negotiator) Go(ctx context.Context, export string) (*Client, error) {
 		return nil, err
 	}
 	n.done = true
+	if n.ctxFor != export {
+		n.ctxs = nil // set for another export: not usable on this one
+	}
 	return newClient(n, e)
 }
 
