@@ -246,10 +246,13 @@ func serverSplitRuns(runs []serverRun, r *Request, ext []Extent) []serverRun {
 
 // blockStatus answers NBD_CMD_BLOCK_STATUS with one BLOCK_STATUS chunk for
 // base:allocation, describing at most serverBlockStatusWindow bytes in at
-// most serverMaxExtents descriptors, none past the request.
+// most serverMaxExtents descriptors, none past the request, and no larger
+// than the maximum payload (proto.md: a reply whose length the server
+// controls MUST NOT be larger than the maximum block size).
 func (c *serverConn) blockStatus(ts *serverTransmitState, s *serverSlot) {
 	r := &s.req
 	x := c.export
+	maxExt := min(serverMaxExtents, int((x.maxPayload-BlockStatusHeaderSize)/ExtentSize))
 	want := uint64(min(r.Length, serverBlockStatusWindow))
 	var ext []Extent
 	if x.status != nil {
@@ -279,7 +282,7 @@ func (c *serverConn) blockStatus(ts *serverTransmitState, s *serverSlot) {
 			out[k-1].Length += e.Length
 			continue
 		}
-		if len(out) == serverMaxExtents {
+		if len(out) == maxExt {
 			break
 		}
 		out = append(out, e)
