@@ -443,7 +443,7 @@ func (c *Client) writable() error {
 // advertise.
 func (c *Client) checkFlags(cmd Command, flags, allowed CmdFlags) error {
 	if bad := flags &^ allowed; bad != 0 {
-		return fmt.Errorf("nbd: flag %v is not valid for %v", bad, cmd)
+		return fmt.Errorf("%w: %v for %v (%w)", ErrInvalidFlag, bad, cmd, clientErrno{EINVAL})
 	}
 	if flags.Has(FlagFUA) {
 		if err := c.need(ExportSendFUA, "FUA"); err != nil {

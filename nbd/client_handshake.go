@@ -115,7 +115,7 @@ func newNegotiator(ctx context.Context, conn net.Conn, cfg *clientConfig) (*Nego
 // read or write when ctx ends.
 func (n *Negotiator) with(ctx context.Context, f func() error) error {
 	if n.done {
-		return errors.New("nbd: negotiation is over")
+		return errClientNegotiationOver
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -229,6 +229,10 @@ func (n *Negotiator) Style() HandshakeStyle { return n.style }
 // TLS reports whether the connection has been upgraded to TLS.
 func (n *Negotiator) TLS() bool { return n.tls }
 
+// errClientNegotiationOver is the error of a Negotiator call after the
+// negotiation ended.
+var errClientNegotiationOver = fmt.Errorf("%w: negotiation is over", ErrNegotiation)
+
 func (n *Negotiator) needFixed(o OptionCode) error {
 	if n.style != StyleFixedNewstyle {
 		return fmt.Errorf("%w: option %v needs fixed newstyle, the server speaks %v (%w)", ErrNotAdvertised, o, n.style, clientErrno{ENOTSUP})
@@ -239,7 +243,7 @@ func (n *Negotiator) needFixed(o OptionCode) error {
 // send writes one option in one write.
 func (n *Negotiator) send(o OptionCode, data []byte) error {
 	if len(data) > 1<<20 {
-		return fmt.Errorf("nbd: option %v data of %d bytes is too big", o, len(data))
+		return fmt.Errorf("%w: option %v data of %d bytes, refused locally", ErrOptTooBig, o, len(data))
 	}
 	b := make([]byte, OptionHeaderSize, OptionHeaderSize+len(data))
 	h := OptionHeader{Option: o, Length: uint32(len(data))}
@@ -306,7 +310,7 @@ func (n *Negotiator) simple(o OptionCode, data []byte) error {
 // meta contexts and structured replies are forgotten, as the protocol asks.
 func (n *Negotiator) StartTLS(ctx context.Context, cfg *tls.Config) error {
 	if n.tls {
-		return errors.New("nbd: TLS is already on")
+		return fmt.Errorf("%w: TLS is already on", ErrNegotiation)
 	}
 	if err := n.needFixed(OptStartTLS); err != nil {
 		return fmt.Errorf("%w: %w", ErrTLSUnavailable, err)
@@ -469,7 +473,7 @@ func (n *Negotiator) SetMetaContexts(ctx context.Context, export string, queries
 
 func clientCheckName(s string) error {
 	if len(s) > MaxStringLength {
-		return fmt.Errorf("nbd: name of %d bytes is longer than the protocol's 4096", len(s))
+		return fmt.Errorf("nbd: name of %d bytes is longer than the protocol's 4096 (%w)", len(s), clientErrno{EINVAL})
 	}
 	return nil
 }
@@ -572,7 +576,7 @@ func (n *Negotiator) Close() error {
 // not, the Negotiator is spent; on error the connection is closed.
 func (n *Negotiator) Go(ctx context.Context, export string) (*Client, error) {
 	if n.done {
-		return nil, errors.New("nbd: negotiation is over")
+		return nil, errClientNegotiationOver
 	}
 	if err := clientCheckName(export); err != nil {
 		n.fail()

@@ -76,8 +76,10 @@
 // not advertise fails with ErrNotAdvertised without being sent; writes to a
 // read-only export with ErrReadOnly (which matches syscall.EPERM); requests
 // past the end with ErrOutOfRange; requests that break an advertised
-// minimum block size with ErrUnaligned; each also matches the errno a server
-// would answer (ENOTSUP, EPERM, EINVAL). READ and WRITE requests larger than
+// minimum block size with ErrUnaligned; a flag the command does not take
+// with ErrInvalidFlag; each also matches the errno a server would answer
+// (ENOTSUP, EPERM, EINVAL). A Negotiator call out of place (after the
+// negotiation ended) fails with ErrNegotiation. READ and WRITE requests larger than
 // the maximum payload (advertised, else 32 MiB) are split transparently.
 //
 // Server errors: a server's error value is an Errno (or a *ServerError

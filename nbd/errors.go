@@ -186,6 +186,15 @@ var (
 	// WithTLS) but the server cannot provide it; the client never falls
 	// back to plaintext.
 	ErrTLSUnavailable = errors.New("nbd: TLS required but not available from the server")
+	// ErrInvalidFlag is returned for a command flag that the command does
+	// not take (proto.md lists the flags of each command, e.g. FUA is not
+	// a READ's); the request is never sent. It also matches
+	// syscall.EINVAL, what a server would answer.
+	ErrInvalidFlag = errors.New("nbd: command flag not valid for the command")
+	// ErrNegotiation is returned by a Negotiator call made out of place:
+	// after Go, Abort, Close or a failure ended the negotiation, or
+	// StartTLS with TLS already on. Nothing is sent.
+	ErrNegotiation = errors.New("nbd: Negotiator call out of place")
 )
 
 type readOnlyError struct{}
