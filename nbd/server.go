@@ -151,14 +151,18 @@ type Export struct {
 // go on (free buffers are let go when the server has been idle for a
 // second). A session adds a 64 KiB read buffer and, per request in
 // flight, up to about 64 KiB of scratch space (extents, lent pieces,
-// chunk headers); a handshake a few KiB. So the server's memory, beyond
-// its backends', is at most about
+// chunk headers); a handshake a few KiB between options, and while it
+// reads an option of more than 4 KiB a buffer for it that grows with
+// what the client has sent, up to 64 KiB, let go once the option is
+// answered (a session keeps no handshake buffer). So the server's memory,
+// beyond its backends', is at most about
 //
 //	BufferMemory + MaxPayload + MaxConns x (64 KiB + MaxInFlight x 64 KiB)
-//	             + MaxHandshakes x 8 KiB
+//	             + MaxHandshakes x 72 KiB
 //
-// (at the defaults, 192 MiB + 272 MiB at worst, a few MiB typically: the
-// scratch space grows only with what requests need). A WRITE takes its
+// (at the defaults, 192 MiB + 281 MiB at worst, a few MiB typically: the
+// scratch space grows only with what requests need, and a handshake
+// holds 8 KiB unless its client is sending a large option). A WRITE takes its
 // buffers one at a time (64 KiB, or 1 MiB for a payload past 64 KiB),
 // each once the first of its bytes has arrived: a client that sends a
 // WRITE header and stalls holds none, one that stalls mid-payload holds

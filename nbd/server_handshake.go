@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,7 @@ func (c *serverConn) enterTransmission() bool {
 	}
 	c.netc.SetDeadline(time.Time{})
 	c.state = serverStateTransmission
+	c.opt, c.rep = nil, nil // the session keeps no handshake buffer
 	return true
 }
 
@@ -233,11 +235,8 @@ func (c *serverConn) option(h OptionHeader) (done bool, err error) {
 		}
 		return false, c.reply(h.Option, RepErrTooBig, "option data too long")
 	}
-	if cap(c.opt) < int(h.Length) {
-		c.opt = make([]byte, h.Length)
-	}
-	data := c.opt[:h.Length]
-	if _, err := io.ReadFull(c.netc, data); err != nil {
+	data, err := c.optionData(int(h.Length))
+	if err != nil {
 		return false, err
 	}
 	if !c.fixed && h.Option != OptExportName {
@@ -313,7 +312,50 @@ func (c *serverConn) replyData(opt OptionCode, t OptionReplyType, data []byte) e
 	r.Put(&hb)
 	c.rep = append(append(c.rep[:0], hb[:]...), data...)
 	_, err := c.netc.Write(c.rep)
+	if cap(c.rep) > serverOptionKeep {
+		c.rep = nil // a large reply's buffer is not kept
+	}
 	return err
+}
+
+// serverOptionKeep bounds the option data and reply buffers a handshake
+// keeps from one option to the next: enough for a name of the protocol's
+// longest. Larger data and replies take buffers of their own, let go once
+// the option is answered.
+const serverOptionKeep = MaxStringLength + 64
+
+// serverOptionGrowFrom is the first size of the buffer of a large
+// option's data, which then doubles as the data arrives.
+const serverOptionGrowFrom = 1 << 10
+
+// optionData reads the n bytes of an option's data (at most
+// serverMaxOptionData): into c.opt if they fit serverOptionKeep, else into
+// a buffer of their own that grows as they arrive, so a client that
+// announces 64 KiB and stalls holds about what it has sent.
+func (c *serverConn) optionData(n int) ([]byte, error) {
+	if n <= serverOptionKeep {
+		if cap(c.opt) < n {
+			c.opt = make([]byte, n)
+		}
+		data := c.opt[:n]
+		_, err := io.ReadFull(c.netc, data)
+		return data, err
+	}
+	buf := make([]byte, 0, serverOptionGrowFrom)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(n, 2*cap(buf))-len(buf))
+		}
+		k, err := c.netc.Read(buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+k]
+		if err != nil && len(buf) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 func (c *serverConn) optExportName(data []byte) (bool, error) {
