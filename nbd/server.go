@@ -238,7 +238,8 @@ type Server struct {
 	// ReplyTimeout bounds how long the server waits for a session to take
 	// its replies: each piece of up to 1 MiB of the replies being written
 	// (a whole batch of smaller ones) must be taken by the connection
-	// within ReplyTimeout, or the session is closed, its requests in
+	// within ReplyTimeout (or up to a quarter more: the deadline is
+	// renewed lazily), or the session is closed, its requests in
 	// flight dropped unanswered and the BufferMemory they reserved given
 	// back. A client that stops reading its replies (or a peer that is
 	// gone without a word) thus holds the budget, and holds up the other

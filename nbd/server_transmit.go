@@ -84,14 +84,15 @@ type serverTransmitState struct {
 	idle    atomic.Int32 // workers waiting for work that no request has claimed
 	started int          // by the reader
 
-	wmu     sync.Mutex
-	writing bool
-	werr    error
-	queue   []*serverSlot
-	spare   []*serverSlot
-	batch   *zerocopy.Batch
-	timeout time.Duration // Server.ReplyTimeout; 0: none
-	views   [][]byte      // scratch of writeWindows
+	wmu      sync.Mutex
+	writing  bool
+	werr     error
+	queue    []*serverSlot
+	spare    []*serverSlot
+	batch    *zerocopy.Batch
+	timeout  time.Duration // Server.ReplyTimeout; 0: none
+	deadline time.Time     // the write deadline set (writeBatch)
+	views    [][]byte      // scratch of writeWindows
 }
 
 // transmit serves requests until the client disconnects or the session
