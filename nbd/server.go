@@ -642,7 +642,9 @@ const serverFinalFlushTimeout = 30 * time.Second
 // acknowledged is lost. If ctx ends first, Shutdown closes everything at
 // once (as Close) and still flushes (under a context that keeps ctx's
 // values, without its deadline, bounded by 30 seconds), then returns
-// ctx's error with any flush error.
+// ctx's error with any flush error. A client that does not read its
+// replies holds Shutdown up for about ReplyTimeout at most (unless that is
+// negative), after which its session is closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.init(); err != nil {
 		return err

@@ -185,3 +185,30 @@ func TestServerReplyTimeoutDefault(t *testing.T) {
 		}
 	}
 }
+
+// Shutdown finishes although a client reads none of its replies: the
+// session is closed after ReplyTimeout. (Before, Shutdown waited for its
+// context.)
+func TestServerReplyTimeoutShutdownCompletes(t *testing.T) {
+	const mp = 1 << 20
+	s := &Server{
+		Exports:      []Export{{Name: "", Backend: serverPlainDisk{NewMemDisk(16 << 20)}}},
+		MaxPayload:   mp,
+		ReplyTimeout: 200 * time.Millisecond,
+	}
+	path := serverTestStart(t, s)
+	bad := serverTestDial(t, path)
+	bad.nc.(*net.UnixConn).SetReadBuffer(4096)
+	bad.negotiate("", true, false)
+	for i := range 6 {
+		bad.request(CmdRead, 0, uint64(i+1), uint64(i)*mp, mp, nil)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for s.BufferStats().Reserved == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond) // a READ is being served
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a client that reads no reply: %v", err)
+	}
+}
