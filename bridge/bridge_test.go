@@ -269,10 +269,9 @@ func TestCopies(t *testing.T) {
 	}
 }
 
-// TestBadInput: configurations New and NewAhead cannot assemble, commands
-// the bridge cannot make, and calls after Close each get the package's own
-// error, before anything reaches the device.
-func TestBadInput(t *testing.T) {
+// TestBadConfig: configurations New and NewAhead cannot assemble are
+// ErrConfig.
+func TestBadConfig(t *testing.T) {
 	disk := nbd.NewMemDisk(1 << 20)
 	for _, c := range []struct {
 		name string
@@ -298,6 +297,12 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("NewAhead(%+v): %v, want ErrConfig", c, err)
 		}
 	}
+}
+
+// TestBadInput: commands the bridge cannot make, and calls after Close,
+// each get the package's own error before anything reaches the device.
+func TestBadInput(t *testing.T) {
+	disk := nbd.NewMemDisk(1 << 20)
 	for _, v := range Table4() {
 		b, err := New(Config{Backend: disk, Datapath: v.Datapath, MaxCommand: 4096})
 		if err != nil {
