@@ -25,11 +25,7 @@ func TestEventNotBlockedByStalledHost(t *testing.T) {
 	h := &rawHost{t: t, nc: skipEmpty{hs}}
 	h.icreq(0)
 	h.connect(0, nvme.DynamicControllerID)
-	var cmd nvme.Command
-	nvme.Property{Set: true, Offset: nvme.PropCC, Value: uint64(nvme.CCEnable)}.Encode(&cmd)
-	cmd.CID = 1
-	h.capsule(cmd, nil)
-	h.resp()
+	h.enable(1)
 	h.capsule(nvme.Command{Opcode: nvme.OpSetFeatures, CID: 2, CDW10: nvme.FeatAsyncEventConfig, CDW11: nvme.OAESNamespaceAttr}, nil)
 	h.resp()
 	// Keep Alive Timeout 1 s: the controller ends the association of a
@@ -39,6 +35,7 @@ func TestEventNotBlockedByStalledHost(t *testing.T) {
 	h.capsule(nvme.Command{Opcode: nvme.OpAsyncEventRequest, CID: 4}, nil)
 	// The admin queue runs its commands in order: once the next one is
 	// answered, the AER is held.
+	var cmd nvme.Command
 	nvme.Property{Offset: nvme.PropCSTS}.Encode(&cmd)
 	cmd.CID = 5
 	h.capsule(cmd, nil)

@@ -116,6 +116,18 @@ func (h *rawHost) resp() nvme.Completion {
 	return p.Cpl
 }
 
+// enable sets CC.EN with command id cid and expects success.
+func (h *rawHost) enable(cid uint16) {
+	h.t.Helper()
+	var cmd nvme.Command
+	nvme.Property{Set: true, Offset: nvme.PropCC, Value: uint64(nvme.CCEnable)}.Encode(&cmd)
+	cmd.CID = cid
+	h.capsule(cmd, nil)
+	if cpl := h.resp(); cpl.Status != 0 {
+		h.t.Fatalf("CC.EN: status %v", cpl.Status)
+	}
+}
+
 // term expects a C2HTermReq with fes (and fei, unless fei < 0), then EOF.
 func (h *rawHost) term(fes FES, fei int64) {
 	h.t.Helper()
@@ -238,16 +250,10 @@ func TestServerDataDigestError(t *testing.T) {
 	h.icreq(DigestHeader | DigestData)
 	h.connect(0, nvme.DynamicControllerID)
 	var b [CmdSize + DigestSize]byte
-	var cmd nvme.Command
-	nvme.Property{Set: true, Offset: nvme.PropCC, Value: uint64(nvme.CCEnable)}.Encode(&cmd)
-	cmd.CID = 1
-	h.capsule(cmd, nil)
-	if cpl := h.resp(); cpl.Status != 0 {
-		t.Fatal(cpl.Status)
-	}
+	h.enable(1)
 	// A Set Features with a bogus in-capsule payload whose digest is wrong.
 	data := make([]byte, 16)
-	cmd = nvme.Command{Opcode: nvme.OpSetFeatures, CID: 2, CDW10: nvme.FeatTimestamp, SGL: nvme.SGL{Length: 16, Type: nvme.SGLDataBlockOffset}}
+	cmd := nvme.Command{Opcode: nvme.OpSetFeatures, CID: 2, CDW10: nvme.FeatTimestamp, SGL: nvme.SGL{Length: 16, Type: nvme.SGLDataBlockOffset}}
 	(&CapsuleCmd{Header: h.f.layout(TypeCapsuleCmd, 16), Cmd: cmd}).Put((*[CmdSize]byte)(b[:CmdSize]))
 	h.write(h.f.sealHeader(b[:], CmdSize), data, []byte{1, 2, 3, 4})
 	if cpl := h.resp(); cpl.Status.Code() != nvme.StatusDataTransferError || cpl.CID != 2 {

@@ -50,10 +50,7 @@ func TestKATOZeroClearsDeadline(t *testing.T) {
 	(&nvme.ConnectData{ControllerID: nvme.DynamicControllerID, SubNQN: testNQN, HostNQN: "nqn.raw"}).Put(&d)
 	h.capsule(cmd, d[:])
 	h.resp()
-	nvme.Property{Set: true, Offset: nvme.PropCC, Value: uint64(nvme.CCEnable)}.Encode(&cmd)
-	cmd.CID = 1
-	h.capsule(cmd, nil)
-	h.resp()
+	h.enable(1)
 	if dc.readDeadline().IsZero() {
 		t.Fatal("no read deadline with KATO 1000")
 	}

@@ -17,11 +17,7 @@ func TestNoStaleCommandData(t *testing.T) {
 	h := dialRaw(t, addr)
 	h.icreq(0)
 	h.connect(0, nvme.DynamicControllerID)
-	var cmd nvme.Command
-	nvme.Property{Set: true, Offset: nvme.PropCC, Value: uint64(nvme.CCEnable)}.Encode(&cmd)
-	cmd.CID = 1
-	h.capsule(cmd, nil)
-	h.resp()
+	h.enable(1)
 	secret := bytes.Repeat([]byte{0xA5}, 4096)
 	h.capsule(nvme.Command{Opcode: nvme.OpSetFeatures, CID: 2, CDW10: nvme.FeatTimestamp}, secret)
 	h.resp()
