@@ -7,15 +7,20 @@ import (
 	"github.com/nhdkit/nhd/ata"
 )
 
+// The golden frames of this file: a request to e0.1 with tag 5, the
+// reply's header, and 24 zero bytes (a reply's padding).
+const (
+	hdr      = `02 00 00 00 ae 01   52 54 00 12 34 56   88 a2   10 00   00 00 01 00   00 00 00 05`
+	replyHdr = `52 54 00 12 34 56   02 00 00 00 ae 01   88 a2   18 00   00 00 01 00   00 00 00 05`
+	zeros24  = `00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00`
+)
+
 // The opcode, not the E flag, sets the LBA layout (vblade's rule). An EXT
 // opcode without E, or a 28-bit opcode with E, used to run at a truncated
 // address: a write to LBA 01000005h, past the end of the disk, landed on
 // sector 5. Now it is refused with IDNF, and an E flag that disagrees with
 // an in-range address changes nothing.
 func TestATAEFlagFollowsOpcode(t *testing.T) {
-	const hdr = `02 00 00 00 ae 01   52 54 00 12 34 56   88 a2   10 00   00 00 01 00   00 00 00 05`
-	const replyHdr = `52 54 00 12 34 56   02 00 00 00 ae 01   88 a2   18 00   00 00 01 00   00 00 00 05`
-	const zeros24 = `00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00`
 	for _, tc := range []struct {
 		name       string
 		arg, reply string // the ATA argument of the request and the whole reply
@@ -67,9 +72,6 @@ func (busyPort) INTRQ() bool             { return false }
 // refuses as ABRT, and only a device that breaks the protocol (here: BSY
 // forever) as a device fault. Before, all three were DRDY|DF|ERR.
 func TestATAHostErrors(t *testing.T) {
-	const hdr = `02 00 00 00 ae 01   52 54 00 12 34 56   88 a2   10 00   00 00 01 00   00 00 00 05`
-	const replyHdr = `52 54 00 12 34 56   02 00 00 00 ae 01   88 a2   18 00   00 00 01 00   00 00 00 05`
-	const zeros24 = `00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00`
 	for _, tc := range []struct {
 		name       string
 		setup      func(*syncTarget)
