@@ -58,12 +58,7 @@ func TestServerReplyTimeoutFreesStalledBudget(t *testing.T) {
 	}
 	path := serverTestStart(t, s)
 
-	bad := serverTestDial(t, path)
-	bad.nc.(*net.UnixConn).SetReadBuffer(4096)
-	bad.negotiate("", true, false)
-	for i := range 6 {
-		bad.request(CmdRead, 0, uint64(i+1), uint64(i)*mp, mp, nil)
-	}
+	bad := stalledReads(t, path, mp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Best effort: the honest client comes once the stalled session
@@ -197,12 +192,7 @@ func TestServerReplyTimeoutShutdownCompletes(t *testing.T) {
 		ReplyTimeout: 200 * time.Millisecond,
 	}
 	path := serverTestStart(t, s)
-	bad := serverTestDial(t, path)
-	bad.nc.(*net.UnixConn).SetReadBuffer(4096)
-	bad.negotiate("", true, false)
-	for i := range 6 {
-		bad.request(CmdRead, 0, uint64(i+1), uint64(i)*mp, mp, nil)
-	}
+	stalledReads(t, path, mp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for s.BufferStats().Reserved == 0 && ctx.Err() == nil {
@@ -211,4 +201,17 @@ func TestServerReplyTimeoutShutdownCompletes(t *testing.T) {
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown with a client that reads no reply: %v", err)
 	}
+}
+
+// stalledReads opens a session that asks for six READs of mp bytes and
+// reads none of the replies, through a small receive buffer.
+func stalledReads(t *testing.T, path string, mp uint32) *serverRawClient {
+	t.Helper()
+	bad := serverTestDial(t, path)
+	bad.nc.(*net.UnixConn).SetReadBuffer(4096)
+	bad.negotiate("", true, false)
+	for i := range uint64(6) {
+		bad.request(CmdRead, 0, i+1, i*uint64(mp), mp, nil)
+	}
+	return bad
 }
