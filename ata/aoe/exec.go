@@ -72,22 +72,23 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 }
 
 // taskFile fills tf from a. The opcode, not the E flag, says how the six
-// LBA bytes are laid out, as vblade does: an EXT opcode takes all six as a
-// 48-bit LBA (device register: LBA bit), any other takes lba0..lba2 as LBA
-// 23:0 and lba3 as the device register (Linux: E0h | LBA 27:24), ignoring
-// lba4 and lba5. So an E flag that disagrees with the opcode changes
-// nothing: the command runs at the address its opcode names, which is out
-// of range (IDNF) when the initiator meant the other layout, never at a
-// truncated address.
+// LBA bytes are laid out, and addressing is always by LBA, as vblade does:
+// an EXT opcode takes all six as a 48-bit LBA, any other takes lba0..lba2
+// and the low nibble of lba3 as a 28-bit LBA (Linux puts E0h | LBA 27:24
+// in lba3), ignoring lba3's high nibble, lba4 and lba5. So an E flag that
+// disagrees with the opcode changes nothing: the command runs at the
+// address its opcode names, which is out of range (IDNF) when the
+// initiator meant the other layout, never at a truncated address or as a
+// CHS address.
 func taskFile(a *ATAArg, tf *ata.TaskFile) {
 	tf.Command = ata.Opcode(a.CmdStatus)
 	tf.Features, tf.Count = a.ErrFeature, a.SectorCount
 	tf.LBALow, tf.LBAMid, tf.LBAHigh = uint8(a.LBA), uint8(a.LBA>>8), uint8(a.LBA>>16)
+	tf.Device = ata.DeviceLBA
 	if tf.Command.Ext() {
 		tf.HOBLBALow, tf.HOBLBAMid, tf.HOBLBAHigh = uint8(a.LBA>>24), uint8(a.LBA>>32), uint8(a.LBA>>40)
-		tf.Device = ata.DeviceLBA
 	} else {
-		tf.Device = ata.DeviceBits(a.LBA>>24) &^ ata.DeviceDEV
+		tf.Device |= ata.DeviceBits(a.LBA>>24) & 0x0F
 	}
 }
 
@@ -111,16 +112,12 @@ func dmaVariant(op ata.Opcode) ata.Opcode {
 }
 
 // hostErrorRegs returns the status and error registers that report err,
-// an error the device did not end the command with. A CHS address outside
-// the geometry (ata.ErrBadCHS) is IDNF|ABRT, as the device answers it
-// itself; a device that broke the protocol (ata.ErrTimeout, ErrProtocol)
-// is a device fault (DF); anything else (errFrameSectors, a buffer or
-// field the host driver refuses) is ABRT.
+// an error the device did not end the command with: a device that broke
+// the protocol (ata.ErrTimeout, ErrProtocol) is a device fault (DF);
+// anything else (errFrameSectors, a buffer or field the host driver
+// refuses) is ABRT.
 func hostErrorRegs(err error) (ata.Status, ata.ErrorBits) {
-	switch {
-	case errors.Is(err, ata.ErrBadCHS):
-		return ata.StatusDRDY | ata.StatusERR, ata.ErrorIDNF | ata.ErrorABRT
-	case errors.Is(err, ata.ErrTimeout), errors.Is(err, ata.ErrProtocol):
+	if errors.Is(err, ata.ErrTimeout) || errors.Is(err, ata.ErrProtocol) {
 		return ata.StatusDRDY | ata.StatusDF | ata.StatusERR, ata.ErrorABRT
 	}
 	return ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT

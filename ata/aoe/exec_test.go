@@ -15,11 +15,13 @@ const (
 	zeros24  = `00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00`
 )
 
-// The opcode, not the E flag, sets the LBA layout (vblade's rule). An EXT
-// opcode without E, or a 28-bit opcode with E, used to run at a truncated
-// address: a write to LBA 01000005h, past the end of the disk, landed on
-// sector 5. Now it is refused with IDNF, and an E flag that disagrees with
-// an in-range address changes nothing.
+// The opcode, not the E flag, sets the LBA layout, and addressing is by
+// LBA (vblade's rules). An EXT opcode without E, or a 28-bit opcode with E,
+// used to run at a truncated address: a write to LBA 01000005h, past the
+// end of the disk, landed on sector 5. Now it is refused with IDNF, and an
+// E flag that disagrees with an in-range address changes nothing, also
+// when lba3 lacks the LBA bit (a 48-bit layout's lba3 of 00h, which was
+// taken as a CHS address, one sector off).
 func TestATAEFlagFollowsOpcode(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -38,6 +40,12 @@ func TestATAEFlagFollowsOpcode(t *testing.T) {
 		{"WRITE SECTORS with E, lba3 E0h, lba4-5 ignored",
 			`41 00 01 30   05 00 00 e0 ff ff   00 00`,
 			replyHdr + `41 00 00 50   05 00 00 e0 ff ff   00 00` + zeros24, 5},
+		{"WRITE SECTORS with E, LBA 5 laid out for 48 bits (lba3 00h)",
+			`41 00 01 30   05 00 00 00 00 00   00 00`,
+			replyHdr + `41 00 00 50   05 00 00 00 00 00   00 00` + zeros24, 5},
+		{"WRITE SECTORS without E, lba3 A0h (no LBA bit)",
+			`01 00 01 30   05 00 00 a0 00 00   00 00`,
+			replyHdr + `01 00 00 50   05 00 00 a0 00 00   00 00` + zeros24, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, mem := newSyncTarget(t, testSectors)
@@ -68,18 +76,15 @@ func (busyPort) WriteData32(uint32)      {}
 func (busyPort) INTRQ() bool             { return false }
 
 // An error the device did not end the command with is reported as the
-// device would: a bad CHS address as IDNF|ABRT, a buffer the host driver
-// refuses as ABRT, and only a device that breaks the protocol (here: BSY
-// forever) as a device fault. Before, all three were DRDY|DF|ERR.
+// device would: a buffer the host driver refuses as ABRT, and only a
+// device that breaks the protocol (here: BSY forever) as a device fault.
+// Before, both were DRDY|DF|ERR.
 func TestATAHostErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		setup      func(*syncTarget)
 		arg, reply string
 	}{
-		{"READ SECTORS, CHS sector 0", func(*syncTarget) {},
-			`00 00 01 20   00 00 00 a0 00 00   00 00`,
-			replyHdr + `00 14 01 41   00 00 00 a0 00 00   00 00` + zeros24},
 		{"READ SECTORS EXT, host sector size 1024", func(s *syncTarget) { s.d.Hosts[0].SectorSize = 1024 },
 			`40 00 01 24   00 00 00 00 00 00   00 00`,
 			replyHdr + `40 04 01 41   00 00 00 00 00 00   00 00` + zeros24},

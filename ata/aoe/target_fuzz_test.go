@@ -34,7 +34,7 @@ func FuzzTarget(f *testing.F) {
 			}
 		}
 		if first, last, changed := diffRange(before, mem.data); changed {
-			lba, n, ok := addressedSectors(frame, st.d.Hosts[0].Geometry)
+			lba, n, ok := addressedSectors(frame)
 			if !ok || first < lba*SectorSize || last >= (lba+n)*SectorSize {
 				t.Fatalf("bytes %d..%d changed; the frame addresses sectors %d+%d (%v)", first, last, lba, n, ok)
 			}
@@ -57,9 +57,8 @@ func diffRange(a, b []byte) (first, last uint64, changed bool) {
 
 // addressedSectors decodes the first sector and the count of an ATA
 // write frame independently of the target: 48-bit for an EXT opcode,
-// otherwise lba3 is the device register (LBA bit and LBA 27:24, or the
-// CHS head).
-func addressedSectors(frame []byte, g ata.Geometry) (lba, n uint64, ok bool) {
+// otherwise 28-bit, LBA 27:24 in lba3's low nibble.
+func addressedSectors(frame []byte) (lba, n uint64, ok bool) {
 	var h Header
 	var a ATAArg
 	if ParseHeader(frame, &h) != nil || h.Command != CmdATA || ParseATAArg(frame, &a) != nil {
@@ -69,17 +68,9 @@ func addressedSectors(frame []byte, g ata.Geometry) (lba, n uint64, ok bool) {
 	if !op.ToDevice() {
 		return 0, 0, false
 	}
-	lba3 := uint8(a.LBA >> 24)
-	switch {
-	case op.Ext():
-		lba = a.LBA
-	case lba3&0x40 != 0:
-		lba = a.LBA & 0x0FFFFFFF
-	default:
-		cyl := uint16(a.LBA>>8) | uint16(a.LBA>>16)<<8
-		if lba, ok = g.LBA(cyl, lba3&0x0F, uint8(a.LBA)); !ok {
-			return 0, 0, false
-		}
+	lba = a.LBA
+	if !op.Ext() {
+		lba &= 0x0FFFFFFF
 	}
 	return lba, uint64(a.SectorCount), true
 }
