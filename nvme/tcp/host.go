@@ -39,10 +39,10 @@ type Config struct {
 	// IOQueues is how many I/O queues to ask for (one connection each);
 	// 0 means GOMAXPROCS. The controller may grant fewer.
 	IOQueues int
-	// QueueDepth is the entries of each I/O queue; 0 means 128. It is
-	// capped by the controller's CAP.MQES and MAXCMD, and at least 2. A
-	// queue carries as many commands at once, or one fewer on a
-	// controller that keeps SQ flow control on.
+	// QueueDepth is how many commands each I/O queue carries at once; 0
+	// means 128. It is capped by the controller's CAP.MQES (a queue with
+	// SQ flow control on needs an entry more than its commands) and
+	// MAXCMD, and at least 2.
 	QueueDepth int
 	// QueueFill is how many commands an I/O queue carries before the
 	// host sends to another: a command goes to the first queue (in queue
@@ -293,7 +293,10 @@ func (h *Host) connectIO(ctx context.Context, addr string, n int) error {
 	if err != nil {
 		return err
 	}
-	depth := min(h.cfg.QueueDepth, int(nvme.CAP(capv).MQES())+1)
+	// At most MQES in flight, so that the queue fits with SQ flow control
+	// on (one entry more than commands), should a controller keep it on
+	// at a reconnection.
+	depth := min(h.cfg.QueueDepth, int(nvme.CAP(capv).MQES()))
 	if h.id.MaxCmd > 0 {
 		depth = min(depth, int(h.id.MaxCmd))
 	}
@@ -301,7 +304,7 @@ func (h *Host) connectIO(ctx context.Context, addr string, n int) error {
 	inCap := max(int(h.id.IOCCSZ)*16-64, 0)
 	d := nvme.ConnectData{HostID: h.cfg.HostID, ControllerID: h.cntlid, SubNQN: h.subNQN, HostNQN: h.cfg.HostNQN}
 	for qid := 1; qid <= n; qid++ {
-		q, _, err := dialIOQueue(ctx, addr, &h.cfg, nvme.Connect{QID: uint16(qid), SQSize: uint16(depth - 1)}, &d)
+		q, _, err := dialIOQueue(ctx, addr, &h.cfg, depth, nvme.Connect{QID: uint16(qid)}, &d)
 		if err != nil {
 			return err
 		}

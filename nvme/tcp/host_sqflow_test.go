@@ -19,11 +19,19 @@ import (
 // offer it would (digests must be off then).
 type pduProxy struct {
 	target string
-	refuse nvme.Status
 
 	mu       sync.Mutex
+	refuse   nvme.Status
 	connects []nvme.Connect
 	sent     map[PDUType]int
+}
+
+// setRefuse makes p answer the next Connects asking for SQ flow control
+// off with st (0: pass them on).
+func (p *pduProxy) setRefuse(st nvme.Status) {
+	p.mu.Lock()
+	p.refuse = st
+	p.mu.Unlock()
 }
 
 func startProxy(t *testing.T, target string, refuse nvme.Status) (*pduProxy, string) {
@@ -83,8 +91,9 @@ func (p *pduProxy) fromHost(hc, tc net.Conn, hmu *sync.Mutex) {
 				k := nvme.ConnectOf(&c.Cmd)
 				p.mu.Lock()
 				p.connects = append(p.connects, k)
+				refuse := p.refuse
 				p.mu.Unlock()
-				if p.refuse != 0 && k.CATTR&nvme.CATTRNoSQFlow != 0 {
+				if refuse != 0 && k.CATTR&nvme.CATTRNoSQFlow != 0 {
 					var r [HeaderSize]byte
 					(&CapsuleResp{Header: framing{}.layout(TypeCapsuleResp, 0), Cpl: nvme.Completion{CID: c.Cmd.CID, Status: p.refuse}}).Put(&r)
 					hmu.Lock()
