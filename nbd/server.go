@@ -170,9 +170,10 @@ type Export struct {
 // (with IdleTimeout set, that is bounded in time too). If the writer let
 // past the budget is the one that stalls, writers waiting for buffers
 // wait for it to go on or leave. A client that stops reading its replies
-// holds their buffers (and, once they fill the budget, holds up every
-// session's requests that wait for buffers) until ReplyTimeout closes
-// its session.
+// holds their buffers until ReplyTimeout closes its session, at most its
+// share of the budget (ConnBufferMemory) or one request's buffers: the
+// budget is held up for every session only when enough such clients
+// together fill it.
 type Server struct {
 	// Exports are the exports served; names must be distinct.
 	Exports []Export
@@ -242,14 +243,14 @@ type Server struct {
 	// renewed lazily), or the session is closed, its requests in
 	// flight dropped unanswered and the BufferMemory they reserved given
 	// back. A client that stops reading its replies (or a peer that is
-	// gone without a word) thus holds the budget, and holds up the other
-	// sessions' reads waiting for it, for at most ReplyTimeout; a slow
+	// gone without a word) thus holds its share of the budget
+	// (ConnBufferMemory) for at most ReplyTimeout; a slow
 	// client is served as long as it takes 1 MiB per ReplyTimeout. The
 	// connection ends with an error matching ErrReplyTimeout (ServeConn's
 	// result, and the Logger's warning). 0 means DefaultReplyTimeout (30
 	// s); negative means never, and a client that never reads can then
-	// hold its replies' buffers, and stall every other session that waits
-	// for them, until it disconnects or the server is closed.
+	// hold its replies' buffers until it disconnects or the server is
+	// closed.
 	ReplyTimeout time.Duration
 	// IdleTimeout closes a session that has had no request in flight and
 	// sent nothing for that long, or stalls that long in the payload of a
@@ -266,6 +267,16 @@ type Server struct {
 	// the buffers of one request of MaxPayload. It must hold a request of
 	// MaxPayload.
 	BufferMemory int64
+	// ConnBufferMemory is one connection's share of BufferMemory: a
+	// session reads no further request that needs buffers while its
+	// requests in flight hold that much, until some of their replies are
+	// written. So a client that stops reading its replies holds at most
+	// its share, and the other sessions go on with the rest of the
+	// budget rather than wait for ReplyTimeout to end that session. A
+	// request that needs more than the share starts once its session
+	// holds nothing. 0 means a quarter of BufferMemory; negative, no
+	// share (a session may take the whole budget).
+	ConnBufferMemory int64
 
 	// FreeOSMemory makes the server return the process's free memory to
 	// the system (runtime/debug.FreeOSMemory: a forced garbage collection
@@ -343,6 +354,12 @@ func (s *Server) init() error {
 		s.budget = &serverBudget{bufs: s.bufs, limit: s.BufferMemory, extra: serverNeed(int64(s.maxPayload())), release: s.FreeOSMemory}
 		if s.budget.limit == 0 {
 			s.budget.limit = DefaultBufferMemory
+		}
+		switch s.budget.share = s.ConnBufferMemory; {
+		case s.budget.share == 0:
+			s.budget.share = s.budget.limit / 4
+		case s.budget.share < 0:
+			s.budget.share = 0
 		}
 		s.initErr = s.resolveExports()
 	})

@@ -167,6 +167,7 @@ type serverBudget struct {
 	bufs  *serverBuffers
 	limit int64
 	extra int64
+	share int64 // Server.ConnBufferMemory or its default; 0: none
 
 	mu       sync.Mutex
 	reserved int64

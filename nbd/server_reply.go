@@ -61,7 +61,7 @@ func (c *serverConn) writeQueued(ts *serverTransmitState) {
 			err = c.writeReplies(ts, batch)
 		}
 		for _, q := range batch {
-			c.sent(q)
+			c.sent(ts, q)
 			ts.free <- q
 		}
 		ts.wmu.Lock()
@@ -76,13 +76,12 @@ func (c *serverConn) writeQueued(ts *serverTransmitState) {
 
 // sent forgets the reply of q, written or dropped: its buffers go back to
 // their pool and what the backend lent it goes back to the backend.
-func (c *serverConn) sent(q *serverSlot) {
+func (c *serverConn) sent(ts *serverTransmitState, q *serverSlot) {
 	q.reply.Release()
 	q.tail.Release() // empty, unless a structured read's runs missed bytes
 	c.dropPayload(q) // of a write that was not served
 	c.endRequest(q)
-	c.srv.budget.unreserve(q.reserved, &q.ticket)
-	q.reserved = 0
+	c.unreserve(ts, q)
 	if q.lent[1] > 0 {
 		clear(q.pieces) // keep no piece alive
 		q.pieces = q.pieces[:0]

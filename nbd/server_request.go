@@ -304,8 +304,7 @@ func (c *serverConn) readRequests(ts *serverTransmitState) error {
 		if err := r.readRequest(s); err != nil {
 			c.endRequest(s)
 			c.dropPayload(s)
-			c.srv.budget.unreserve(s.reserved, &s.ticket)
-			s.reserved = 0
+			c.unreserve(ts, s)
 			ts.free <- s
 			if err == errServerStopped {
 				return nil
@@ -390,6 +389,9 @@ func (r *serverReader) readRequest(s *serverSlot) error {
 	s.counted = true
 	s.errno, s.msg, s.paged = 0, "", false
 	r.big = s.req.Type == CmdWrite && int(s.req.Length) >= br.Size()/2
+	if err := r.awaitShare(s); err != nil {
+		return err
+	}
 	if err := r.reserve(s); err != nil {
 		return err
 	}
@@ -434,6 +436,7 @@ func (r *serverReader) reservePiece(s *serverSlot, n int64) error {
 		return err
 	}
 	s.reserved += n
+	r.ts.share.add(n)
 	return nil
 }
 

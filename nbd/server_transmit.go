@@ -93,6 +93,8 @@ type serverTransmitState struct {
 	timeout  time.Duration // Server.ReplyTimeout; 0: none
 	deadline time.Time     // the write deadline set (writeBatch)
 	views    [][]byte      // scratch of writeWindows
+
+	share serverShare // the session's share of BufferMemory
 }
 
 // transmit serves requests until the client disconnects or the session
@@ -110,6 +112,9 @@ func (c *serverConn) transmit() error {
 		timeout: c.srv.replyTimeout(),
 	}
 	ts.work = make(chan *serverSlot, n)
+	if ts.share.limit = c.srv.budget.share; ts.share.limit > 0 {
+		ts.share.wake = make(chan struct{}, 1)
+	}
 	for i := range slots {
 		slots[i].ext = make([]Extent, 0, 64)
 		slots[i].runs = make([]serverRun, 0, serverMaxReadRuns)

@@ -38,8 +38,10 @@
 // may take, -idle-timeout how long a session may sit idle (default
 // never), -reply-timeout how long a session may leave its replies unread
 // (default 30s), -max-inflight the requests served at once per connection,
-// -max-payload the largest read or write, and -buffer-memory the memory
-// for request payloads and read replies of all connections together.
+// -max-payload the largest read or write, -buffer-memory the memory
+// for request payloads and read replies of all connections together, and
+// -conn-buffer-memory one connection's share of it (default a quarter; -1:
+// none), so that a client that reads no reply holds up no other.
 // With -free-os-memory (the default) the memory those buffers took goes
 // back to the system once they have been idle for a second, rather than
 // at the Go runtime's pace, so the resident size returns to its idle level
@@ -96,6 +98,7 @@ type config struct {
 	handshakeTimeout, idleTimeout time.Duration
 	evictIdleAfter, replyTimeout  time.Duration
 	maxPayload, bufferMemory      string
+	connBufferMemory              string
 	verbose                       bool
 	freeOSMemory                  bool
 	grace                         time.Duration
@@ -125,6 +128,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.evictIdleAfter, "evict-idle-after", 0, "when -max-conns sessions are served, a new client takes the place of the session idle longest if idle this long, closing it (0: default 1s; negative: never, refuse the new client)")
 	fs.StringVar(&c.maxPayload, "max-payload", "0", "largest read or write payload (0: default 64M)")
 	fs.StringVar(&c.bufferMemory, "buffer-memory", "0", "memory for request payloads and read replies, all connections together (0: default 128M)")
+	fs.StringVar(&c.connBufferMemory, "conn-buffer-memory", "0", "one connection's share of -buffer-memory: it starts no request needing buffers while it holds that much (0: a quarter of it; -1: no share)")
 	fs.BoolVar(&c.verbose, "v", false, "log connections (debug level)")
 	fs.BoolVar(&c.freeOSMemory, "free-os-memory", true, "return memory to the system as soon as the payload buffers go idle or the last client leaves (a forced garbage collection)")
 	fs.DurationVar(&c.grace, "shutdown-timeout", 30*time.Second, "how long a stop waits for requests in flight")
@@ -252,6 +256,12 @@ func (c *config) server(export nbd.Export, log *slog.Logger) (*nbd.Server, error
 	if err != nil {
 		return nil, fmt.Errorf("-buffer-memory: %w", err)
 	}
+	cbm := int64(-1)
+	if c.connBufferMemory != "-1" {
+		if cbm, err = parseSize(c.connBufferMemory); err != nil {
+			return nil, fmt.Errorf("-conn-buffer-memory: %w", err)
+		}
+	}
 	srv := &nbd.Server{
 		Exports:          []nbd.Export{export},
 		MaxInFlight:      c.maxInFlight,
@@ -263,6 +273,7 @@ func (c *config) server(export nbd.Export, log *slog.Logger) (*nbd.Server, error
 		ReplyTimeout:     c.replyTimeout,
 		MaxPayload:       uint32(mp),
 		BufferMemory:     bm,
+		ConnBufferMemory: cbm,
 		FreeOSMemory:     c.freeOSMemory,
 		RequireTLS:       c.tlsRequire || c.tlsCA != "",
 		Logger:           log,

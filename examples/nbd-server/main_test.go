@@ -119,7 +119,7 @@ func TestParseSize(t *testing.T) {
 // The limits and timeouts on the command line reach the server.
 func TestFlagsReachServer(t *testing.T) {
 	cfg, err := parseArgs([]string{"-unix", "x", "-max-conns", "7", "-max-handshakes", "9", "-handshake-timeout", "3s",
-		"-idle-timeout", "1m", "-evict-idle-after", "-1s", "-reply-timeout", "5s", "-buffer-memory", "64M", "-max-payload", "1M"}, io.Discard)
+		"-idle-timeout", "1m", "-evict-idle-after", "-1s", "-reply-timeout", "5s", "-buffer-memory", "64M", "-conn-buffer-memory", "8M", "-max-payload", "1M"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,31 @@ func TestFlagsReachServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if srv.MaxConns != 7 || srv.MaxHandshakes != 9 || srv.HandshakeTimeout != 3*time.Second ||
-		srv.IdleTimeout != time.Minute || srv.EvictIdleAfter != -time.Second || srv.ReplyTimeout != 5*time.Second || !srv.FreeOSMemory || srv.BufferMemory != 64<<20 || srv.MaxPayload != 1<<20 {
+		srv.IdleTimeout != time.Minute || srv.EvictIdleAfter != -time.Second || srv.ReplyTimeout != 5*time.Second || !srv.FreeOSMemory || srv.BufferMemory != 64<<20 || srv.ConnBufferMemory != 8<<20 || srv.MaxPayload != 1<<20 {
 		t.Fatalf("server %+v", srv)
+	}
+}
+
+// -conn-buffer-memory takes a size, 0 for the default share or -1 for
+// none; anything else is a usage error naming the flag.
+func TestConnBufferMemoryFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int64
+		bad  bool
+	}{{"0", 0, false}, {"-1", -1, false}, {"4M", 4 << 20, false}, {"-2", 0, true}, {"lots", 0, true}} {
+		cfg, err := parseArgs([]string{"-unix", "x", "-conn-buffer-memory", tc.arg}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := cfg.server(nbd.Export{Backend: nbd.NewMemDisk(1 << 20)}, nil)
+		switch {
+		case tc.bad && (err == nil || !strings.Contains(err.Error(), "-conn-buffer-memory")):
+			t.Errorf("-conn-buffer-memory %s: %v, want an error naming the flag", tc.arg, err)
+		case !tc.bad && err != nil:
+			t.Errorf("-conn-buffer-memory %s: %v", tc.arg, err)
+		case !tc.bad && srv.ConnBufferMemory != tc.want:
+			t.Errorf("-conn-buffer-memory %s: ConnBufferMemory %d, want %d", tc.arg, srv.ConnBufferMemory, tc.want)
+		}
 	}
 }
