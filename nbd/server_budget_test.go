@@ -112,11 +112,19 @@ func serverBudgetStalledWrites(t *testing.T, backend Backend) {
 // Many large writes at once under a budget that holds one of them all
 // complete: writers holding part of their buffers do not wait on each
 // other for ever, and the buffers never pass the budget by more than one
-// request's.
+// request's. With shares (the default), a session's writes wait for each
+// other and sessions compete for the budget; without, every write does.
 func TestServerBudgetManyWritersComplete(t *testing.T) {
+	t.Run("shares", func(t *testing.T) { serverBudgetManyWriters(t, 0) })
+	t.Run("no shares", func(t *testing.T) { serverBudgetManyWriters(t, -1) })
+}
+
+// serverBudgetManyWriters runs TestServerBudgetManyWritersComplete with
+// Server.ConnBufferMemory share.
+func serverBudgetManyWriters(t *testing.T, share int64) {
 	const payload, limit, clients, writers = 4 << 20, 4 << 20, 8, 4
 	d := NewMemDisk(clients * writers * payload)
-	s := &Server{BufferMemory: limit, MaxPayload: payload, Exports: []Export{{Backend: d}}}
+	s := &Server{BufferMemory: limit, ConnBufferMemory: share, MaxPayload: payload, Exports: []Export{{Backend: d}}}
 	path := serverTestStart(t, s)
 	stop := make(chan struct{})
 	var worst BufferStats

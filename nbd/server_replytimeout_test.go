@@ -53,8 +53,10 @@ func TestServerReplyTimeoutFreesStalledBudget(t *testing.T) {
 		Exports:      []Export{{Name: "", Backend: serverPlainDisk{NewMemDisk(16 << 20)}}},
 		MaxPayload:   mp,
 		BufferMemory: 2 * mp,
-		ReplyTimeout: 500 * time.Millisecond,
-		Logger:       slog.New(log),
+		// No shares: the stalled session may hold the whole budget.
+		ConnBufferMemory: -1,
+		ReplyTimeout:     500 * time.Millisecond,
+		Logger:           slog.New(log),
 	}
 	path := serverTestStart(t, s)
 
