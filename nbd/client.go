@@ -44,7 +44,10 @@ import (
 // with ESHUTDOWN (the server is going away) starts a soft disconnect of
 // its connection, as proto.md requires: later calls on it fail at once
 // with ErrServerShutdown, the requests in flight go on to their replies,
-// and then the connection sends NBD_CMD_DISC and closes.
+// and then the connection sends NBD_CMD_DISC and closes. It waits for
+// those replies at most WithSoftDisconnectTimeout (default
+// DefaultClientSoftDisconnectTimeout); the requests still unanswered then
+// fail with an error that matches ErrServerShutdown and ErrConnectionLost.
 //
 // Deadlines and cancellation hold in every phase: a call returns as soon
 // as its context ends, whether it waits for a slot, writes its request or
@@ -313,6 +316,7 @@ func newClient(n *Negotiator, e ExportInfo) (*Client, error) {
 	c.timeouts.max = n.cfg.maxInFlight * max(1, n.cfg.connections)
 	cc := newClientConn(n.conn, n.sr, n.ctxs, n.cfg.maxInFlight)
 	cc.spin.window = n.cfg.replySpin
+	cc.shutWait = n.cfg.softDiscTimeout
 	if n.cfg.splice {
 		cc.wb.SetSplice(zerocopy.SpliceMin)
 	}

@@ -157,9 +157,10 @@ type clientConn struct {
 	rtok   chan struct{} // capacity 1: held by the leader (the one reading replies)
 
 	// Soft disconnect and Shutdown (client_softdisc.go).
-	shut atomic.Bool   // a reply said ESHUTDOWN: refuse new requests
-	qsem chan struct{} // capacity 1: held by the one quiescing
-	held int           // slots the quiescers took for good (under qsem)
+	shut     atomic.Bool   // a reply said ESHUTDOWN: refuse new requests
+	shutWait time.Duration // how long the soft disconnect waits (< 0: for ever)
+	qsem     chan struct{} // capacity 1: held by the one quiescing
+	held     int           // slots the quiescers took for good (under qsem)
 
 	kickMu sync.Mutex  // orders read deadline changes with the checks of why a read was cut
 	rwatch clientWatch // cuts the leader's read when its caller's context ends
@@ -466,6 +467,9 @@ func (c *clientConn) lead(ctx context.Context, s *clientSlot, cookie uint64) {
 // write failed, or a request was cut by its context after part of it had
 // gone out (it cannot be taken back, so the connection is closed). A
 // protocol violation fails the connection with a *ProtocolError instead.
+// A soft disconnect that stops waiting for replies
+// (WithSoftDisconnectTimeout) fails its connection with an error that
+// matches both this and ErrServerShutdown.
 var ErrConnectionLost = errors.New("nbd: connection lost")
 
 func clientConnLost(err error) error {

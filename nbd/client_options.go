@@ -34,6 +34,7 @@ type clientConfig struct {
 
 	handshakeTimeout time.Duration
 	requestTimeout   time.Duration
+	softDiscTimeout  time.Duration // < 0: no bound
 
 	splice    bool
 	replySpin time.Duration
@@ -46,6 +47,7 @@ func newClientConfig(opts []Option) *clientConfig {
 		connections:  1,
 
 		handshakeTimeout: DefaultClientHandshakeTimeout,
+		softDiscTimeout:  DefaultClientSoftDisconnectTimeout,
 		replySpin:        DefaultClientReplySpin,
 	}
 	for _, o := range opts {
@@ -224,6 +226,41 @@ func WithHandshakeTimeout(d time.Duration) Option {
 // ones (TestClientRequestTimeoutZeroAllocs).
 func WithRequestTimeout(d time.Duration) Option {
 	return func(c *clientConfig) { c.requestTimeout = d }
+}
+
+// DefaultClientSoftDisconnectTimeout bounds the soft disconnect a reply
+// with ESHUTDOWN starts when WithSoftDisconnectTimeout does not say
+// otherwise: a server that answers ESHUTDOWN and then leaves the other
+// requests in flight unanswered holds them, and the connection, no longer
+// than this.
+const DefaultClientSoftDisconnectTimeout = 30 * time.Second
+
+// WithSoftDisconnectTimeout bounds the soft disconnect that a reply with
+// ESHUTDOWN starts on its connection (see ErrServerShutdown): the
+// connection waits at most d for the requests in flight to be done (a
+// request is in flight until its caller has its result: a Call until its
+// Wait), then sends NBD_CMD_DISC and closes all the same, as proto.md
+// lets a client do at any time. The requests still without a reply then
+// fail with an error that matches both ErrServerShutdown and
+// ErrConnectionLost (their outcome is unknown: a WRITE may or may not have
+// reached the disk), and so does every later call on that connection.
+// The default, 0, is DefaultClientSoftDisconnectTimeout; d < 0 waits for
+// ever (until the replies come, or Close). Client.Shutdown meanwhile
+// waits for the same requests, so d bounds it too. The timer exists only
+// while a soft disconnect waits.
+//
+// Only the connection that got ESHUTDOWN is closed. With several
+// (WithConnections) the Client goes on spreading calls over all of them,
+// so the calls that land on that one fail as above while the others are
+// served, and Flush, which flushes every connection, fails; the Client
+// stays open until Close or Shutdown.
+func WithSoftDisconnectTimeout(d time.Duration) Option {
+	return func(c *clientConfig) {
+		if d == 0 {
+			d = DefaultClientSoftDisconnectTimeout
+		}
+		c.softDiscTimeout = d
+	}
 }
 
 // handshakeContext bounds ctx by the handshake timeout.
