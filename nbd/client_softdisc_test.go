@@ -310,3 +310,60 @@ func TestClientCloseDuringSoftDisconnect(t *testing.T) {
 		})
 	}
 }
+
+// With several connections only the one that got ESHUTDOWN closes when
+// its soft disconnect stops waiting: the Client goes on taking the
+// connections in turn, so calls on that one fail with ErrServerShutdown
+// while the other serves its calls, and Flush, which needs every
+// connection, fails.
+func TestClientSoftDisconnectMultiConn(t *testing.T) {
+	s := newClientStranded()
+	c, err := clientScripted(t, s.script, WithSoftDisconnectTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := clientScripted(t, func(p *clientPeer) {
+		p.handshake(clientDefaultScript())
+		for {
+			r, _ := p.request()
+			switch r.Type {
+			case CmdDisc:
+				p.hangup()
+				return
+			case CmdRead:
+				p.chunk(r.Cookie, ReplyFlagDone, ChunkOffsetData, p.u64(r.Offset), make([]byte, r.Length))
+			default:
+				p.simple(r.Cookie, 0, nil)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := s.start(t, c) // both on the first connection
+	c.conns = append(c.conns, other.conns[0])
+	if err := clientWaitErr(t, second); !errors.Is(err, ErrServerShutdown) {
+		t.Fatalf("READ left unanswered: %v, want ErrServerShutdown", err)
+	}
+	s.disc(t)
+	served, refused := 0, 0
+	for i := range 4 {
+		_, err := c.ReadAt(make([]byte, 512), int64(i)*512)
+		switch {
+		case err == nil:
+			served++
+		case errors.Is(err, ErrServerShutdown):
+			refused++
+		default:
+			t.Errorf("READ %d: %v", i, err)
+		}
+	}
+	if served != 2 || refused != 2 {
+		t.Errorf("%d READs served and %d refused, want 2 and 2", served, refused)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); !errors.Is(err, ErrServerShutdown) {
+		t.Errorf("Flush: %v, want ErrServerShutdown", err)
+	}
+}
