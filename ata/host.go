@@ -166,7 +166,28 @@ func (h *Host) waitIRQ() (Status, error) {
 // (a power mode, a native max address) can be read with ReadTaskFile.
 // For a DMA command buf goes to BusMaster.Prepare, and the engine may
 // keep it after Exec returns (see BusMaster).
+//
+// Each *Error is new, the caller's to keep: a command the device ends in
+// error costs one allocation. ExecErr reports it in the caller's Error
+// instead.
 func (h *Host) Exec(c *Command, buf []byte) error {
+	return h.ExecErr(c, buf, nil)
+}
+
+// ExecErr is Exec with the caller's Error: a command the device ends in
+// error fills *e (Op, Status, Err, LBA, as Exec's *Error would hold them)
+// and returns e itself, so errors.Is and errors.As work as on Exec's
+// error and a stream of failing commands allocates nothing. It writes *e
+// only when it returns e: success, and an error the device did not end
+// the command with (ErrTimeout, ErrProtocol, ErrBufferSize ...), leave
+// *e as it was. With a nil e, ExecErr allocates a new Error, as Exec
+// does.
+//
+// The returned error is e, the caller's memory: it is valid until e is
+// next passed to ExecErr, which overwrites it, so a caller that keeps the
+// error longer keeps a copy of *e. Like the Host, e is used by one
+// goroutine at a time: Hosts driven concurrently need an Error each.
+func (h *Host) ExecErr(c *Command, buf []byte, e *Error) error {
 	var tf TaskFile
 	if err := c.Encode(h.Geometry, &tf); err != nil {
 		return err
@@ -223,7 +244,7 @@ func (h *Host) Exec(c *Command, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	return h.check(c, st)
+	return h.check(c, st, e)
 }
 
 // block returns the bytes of the next DRQ block with left bytes to go.
@@ -312,10 +333,14 @@ func (h *Host) writeBlock(b []byte) {
 }
 
 // check turns the final status into the result of the command, the way
-// libata's ata_ok and ata_sff_tf_read do.
-func (h *Host) check(c *Command, st Status) error {
+// libata's ata_ok and ata_sff_tf_read do. A command the device ended in
+// error is reported in e (a new Error if e is nil), and e returned.
+func (h *Host) check(c *Command, st Status, e *Error) error {
 	if st&(StatusERR|StatusDF) != 0 {
-		e := &Error{Op: c.Op, Status: st, Err: ErrorBits(h.Port.ReadReg(RegError))}
+		if e == nil {
+			e = new(Error)
+		}
+		*e = Error{Op: c.Op, Status: st, Err: ErrorBits(h.Port.ReadReg(RegError))}
 		out := h.ReadTaskFile(c.Addressing == AddrLBA48)
 		switch c.Addressing {
 		case AddrLBA48:
