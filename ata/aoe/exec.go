@@ -9,7 +9,9 @@ import (
 // execATA runs the ATA command of req (header h, argument a) on host and
 // builds the reply in reply, returning the reply's length. Read data lands
 // straight in the reply frame and write data is taken straight from the
-// request frame. maxSectors is what one frame carries.
+// request frame. maxSectors is what one frame carries. ae (not nil) is
+// the calling goroutine's ata.Error, which a command the device ends in
+// error fills (Host.ExecErr) instead of allocating one.
 //
 // READ/WRITE SECTORS (EXT) run as READ/WRITE DMA (EXT) when the host has
 // a bus master (see dmaVariant).
@@ -18,7 +20,7 @@ import (
 // frame, are answered with the ATA status and error registers (as Linux
 // wants: it fails the request at once); only a write whose data is
 // missing from the frame gets the AoE error "bad argument".
-func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, maxSectors int) int {
+func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, maxSectors int, ae *ata.Error) int {
 	var tf ata.TaskFile
 	taskFile(a, &tf)
 	var c ata.Command
@@ -47,17 +49,17 @@ func execATA(host *ata.Host, req []byte, h *Header, a *ATAArg, reply []byte, max
 		if host.BusMaster != nil {
 			c.Op = dmaVariant(c.Op)
 		}
-		err = host.Exec(&c, data)
+		err = host.ExecErr(&c, data, ae)
 	}
 	length := ATADataOffset
-	switch ae, isATA := asATAError(err); {
+	switch {
 	case err == nil:
 		out.CmdStatus = host.Port.ReadReg(ata.RegStatus)
 		out.ErrFeature = host.Port.ReadReg(ata.RegError)
 		if !c.ToDevice() {
 			length += int(n)
 		}
-	case isATA:
+	case err == ae: // the device ended the command in error
 		out.CmdStatus, out.ErrFeature, out.SectorCount = uint8(ae.Status), uint8(ae.Err), a.SectorCount
 		if ae.LBA != 0 {
 			out.LBA = ae.LBA
@@ -121,23 +123,6 @@ func hostErrorRegs(err error) (ata.Status, ata.ErrorBits) {
 		return ata.StatusDRDY | ata.StatusDF | ata.StatusERR, ata.ErrorABRT
 	}
 	return ata.StatusDRDY | ata.StatusERR, ata.ErrorABRT
-}
-
-// asATAError is errors.As for *ata.Error without its allocation (its
-// target variable escapes): Host.Exec returns the *ata.Error itself, and
-// a wrapped one is found along the chain of Unwrap() error methods.
-func asATAError(err error) (*ata.Error, bool) {
-	for err != nil {
-		if ae, ok := err.(*ata.Error); ok {
-			return ae, true
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return nil, false
-		}
-		err = u.Unwrap()
-	}
-	return nil, false
 }
 
 // errFrameSectors is a data command longer than a frame carries, or with a

@@ -27,11 +27,12 @@ import (
 // is a BatchTransport, the reading goroutine reads the frames queued at
 // once in one call and sends the replies it built for them in one call.
 // If it implements AddressFilter, Serve first asks it to drop the frames
-// addressed to no disk. In steady state no ATA request allocates (frame
-// buffers come from a fixed pool, AoE error replies use the reading
-// goroutine's buffer) except one the device ends in error, which
-// allocates its ata.Error; the rare control requests (query config, MAC
-// mask, reserve/release) build their replies in new buffers. The same
+// addressed to no disk. In steady state no ATA request allocates, not
+// even one the device ends in error: frame buffers come from a fixed
+// pool, AoE error replies use the reading goroutine's buffer, and each
+// goroutine running ATA commands has its own ata.Error for Host.ExecErr
+// to fill. The rare control requests (query config, MAC mask,
+// reserve/release) build their replies in new buffers. The same
 // ATA command may arrive twice (Linux retransmits with a new tag), and
 // each arrival is executed.
 type Target struct {
@@ -47,6 +48,7 @@ type Target struct {
 	free       chan *request      // requests with their frame buffers, reused
 	b          batch              // the reading goroutine's frames and replies
 	errBuf     [MinFrameSize]byte // replyError's frame
+	ataErr     ata.Error          // the reading goroutine's, for one-Host disks
 }
 
 type request struct {
@@ -173,7 +175,7 @@ func (t *Target) queueATA(d *Disk, r *request) bool {
 	}
 	if d.queue == nil {
 		reply := t.replyBuf()
-		t.b.out = append(t.b.out, reply[:t.runATA(d, d.Hosts[0], r, reply)])
+		t.b.out = append(t.b.out, reply[:t.runATA(d, d.Hosts[0], r, reply, &t.ataErr)])
 		return false
 	}
 	select {
@@ -185,11 +187,13 @@ func (t *Target) queueATA(d *Disk, r *request) bool {
 	}
 }
 
-// work runs the ATA requests of d's queue on host until the queue closes.
+// work runs the ATA requests of d's queue on host until the queue closes,
+// with a reply frame and an ata.Error of its own.
 func (t *Target) work(d *Disk, host *ata.Host) {
 	reply := frameBuffer(t.frameSize)[:t.frameSize]
+	var ae ata.Error
 	for r := range d.queue {
-		n := t.runATA(d, host, r, reply)
+		n := t.runATA(d, host, r, reply, &ae)
 		if err := t.Transport.WriteFrame(reply[:n]); err != nil {
 			t.log("aoe: write", "err", err)
 		}
@@ -198,10 +202,10 @@ func (t *Target) work(d *Disk, host *ata.Host) {
 }
 
 // runATA executes r's ATA command on host and builds the reply in reply,
-// returning its length.
-func (t *Target) runATA(d *Disk, host *ata.Host, r *request, reply []byte) int {
+// returning its length; ae is the calling goroutine's (see execATA).
+func (t *Target) runATA(d *Disk, host *ata.Host, r *request, reply []byte, ae *ata.Error) int {
 	r.h.Reply(t.mac, d.Shelf, d.Slot)
-	return execATA(host, r.buf, &r.h, &r.a, reply, t.maxSectors)
+	return execATA(host, r.buf, &r.h, &r.a, reply, t.maxSectors, ae)
 }
 
 // addresses lists the shelf.slot of every disk, for an AddressFilter.
