@@ -72,4 +72,9 @@ var (
 	// ErrDiscoveryChanged is returned by Discover when the discovery log
 	// kept changing while it was read.
 	ErrDiscoveryChanged = errors.New("nvme/tcp: discovery log kept changing while read")
+	// ErrReplyTimeout ends a connection whose host did not take what the
+	// target wrote to it (completions, read data, R2Ts) within
+	// Server.ReplyTimeout: ServeConn returns an error matching it, and
+	// the Server's Logger warns with it.
+	ErrReplyTimeout = errors.New("nvme/tcp: host not reading its completions (Server.ReplyTimeout)")
 )

@@ -22,6 +22,10 @@ const (
 	DefaultMaxConns = 1024
 	// DefaultHandshakeTimeout bounds ICReq and Connect of a connection.
 	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultReplyTimeout is how long the target waits for a host to
+	// take each piece of what it writes (Server.ReplyTimeout) before it
+	// closes the connection.
+	DefaultReplyTimeout = 30 * time.Second
 	// adminInCapsule is the in-capsule data the admin queue accepts
 	// (Fabrics commands, Connect's 1024 bytes).
 	adminInCapsule = 8192
@@ -65,7 +69,8 @@ const (
 // Malformed PDUs end the connection with a C2HTermReq. An admin queue whose controller has a keep
 // alive timeout is dropped after twice that time (plus a few seconds)
 // without a PDU from the host; ICReq and Connect must arrive within
-// HandshakeTimeout.
+// HandshakeTimeout; a host that leaves what the target writes untaken
+// for ReplyTimeout loses the connection, and with it what its queue held.
 type Server struct {
 	// Fabric holds the subsystems served. If its Discovery is nil, the
 	// Server sets it to list every subsystem at every listener's address.
@@ -86,11 +91,27 @@ type Server struct {
 	// slow synchronous backend (a file on a disk, with no page cache in
 	// front) serve that many of a queue's commands at once.
 	QueueWorkers int
+	// ReplyTimeout bounds how long the target waits for a host to take
+	// what it writes on a connection (completions, C2HData and its data,
+	// R2Ts): each piece of up to 1 MiB being written (a whole batch of
+	// smaller ones) must be taken within ReplyTimeout (or up to a quarter
+	// more: the deadline is renewed lazily), or the connection is closed,
+	// its commands in flight dropped unanswered and its slots' buffers
+	// given back. A host that stops reading (or a peer that is gone
+	// without a word) thus holds its queue's buffers and goroutines for
+	// at most ReplyTimeout; a slow host is served as long as it takes 1
+	// MiB per ReplyTimeout. The connection ends with an error matching
+	// ErrReplyTimeout (ServeConn's result, and the Logger's warning). 0
+	// means DefaultReplyTimeout (30 s); negative means never, and a host
+	// that never reads then holds the queue until it disconnects or the
+	// Server is closed.
+	ReplyTimeout time.Duration
 	// Logger receives connection events at Debug level and failures at
 	// Warn; nil discards them.
 	Logger *slog.Logger
 
-	testSlotWait time.Duration // tests shorten defaultSlotWait
+	testSlotWait   time.Duration // tests shorten defaultSlotWait
+	testBufferIdle time.Duration // tests shorten slotBufferIdle
 
 	initOnce  sync.Once
 	initErr   error
@@ -285,6 +306,17 @@ func (s *Server) slotWait() time.Duration {
 }
 
 var errHostClosed = errors.New("nvme/tcp: host closed the connection")
+
+// replyTimeout returns ReplyTimeout or its default; 0 means never.
+func (s *Server) replyTimeout() time.Duration {
+	switch {
+	case s.ReplyTimeout > 0:
+		return s.ReplyTimeout
+	case s.ReplyTimeout < 0:
+		return 0
+	}
+	return DefaultReplyTimeout
+}
 
 func (s *Server) handshakeTimeout() time.Duration {
 	if s.HandshakeTimeout > 0 {

@@ -122,6 +122,7 @@ func (c *conn) serve() error {
 	c.pieces = make([][]byte, 0, maxReadPieces)
 	c.r = newPDUReader(c.src, max(c.maxTransfer, adminInCapsule))
 	c.snd.batch = zerocopy.NewBatch(c.nc)
+	c.snd.nc, c.snd.views = c.nc, make([][]byte, 0, maxIOV)
 	c.nc.SetDeadline(time.Now().Add(c.s.handshakeTimeout()))
 	c.setSlots(1)
 	err := c.icResp()
@@ -136,6 +137,9 @@ func (c *conn) serve() error {
 	}
 	if err == nil {
 		c.nc.SetDeadline(time.Time{})
+		// The pen is down (Connect's completion went out): from here on
+		// writes are bounded by ReplyTimeout, not HandshakeTimeout.
+		c.snd.timeout = c.s.replyTimeout()
 		c.setSlots(c.q.Size())
 		c.held = 0 // Connect's completion went out
 		if c.q.ID() != 0 {
@@ -145,6 +149,9 @@ func (c *conn) serve() error {
 	}
 	c.stopWorkers()
 	c.release()
+	if werr := c.writeErr(); errors.Is(werr, ErrReplyTimeout) {
+		err = werr // it closed the connection under the reader
+	}
 	c.fail(err)
 	c.ev.close()
 	for i := range c.slots {

@@ -128,6 +128,25 @@ func (h *rawHost) enable(cid uint16) {
 	}
 }
 
+// dialRawIO connects an admin queue (enabled, with one I/O queue asked
+// for) and I/O queue 1 of its controller, SQSIZE 7, digests dg on both;
+// it returns the I/O queue's host.
+func dialRawIO(t *testing.T, addr string, dg uint8) *rawHost {
+	t.Helper()
+	a := dialRaw(t, addr)
+	a.icreq(dg)
+	cntlid := uint16(a.connect(0, nvme.DynamicControllerID))
+	a.enable(1)
+	a.capsule(nvme.Command{Opcode: nvme.OpSetFeatures, CID: 2, CDW10: nvme.FeatNumberOfQueues, CDW11: nvme.NumberOfQueues(1, 1)}, nil)
+	if cpl := a.resp(); cpl.Status != 0 {
+		t.Fatalf("number of queues: %v", cpl.Status)
+	}
+	q := dialRaw(t, addr)
+	q.icreq(dg)
+	q.connect(1, cntlid)
+	return q
+}
+
 // term expects a C2HTermReq with fes (and fei, unless fei < 0), then EOF.
 func (h *rawHost) term(fes FES, fei int64) {
 	h.t.Helper()

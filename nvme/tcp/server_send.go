@@ -1,7 +1,12 @@
 package tcp
 
 import (
+	"errors"
+	"fmt"
 	"hash/crc32"
+	"net"
+	"os"
+	"time"
 
 	"github.com/nhdkit/nhd/nbd"
 	"github.com/nhdkit/nhd/nvme"
@@ -98,6 +103,13 @@ func (c *conn) writeQueued() error {
 	err := c.werr
 	c.wmu.Unlock()
 	return err
+}
+
+// writeErr returns the first write error of the connection.
+func (c *conn) writeErr() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.werr
 }
 
 // flush writes the staged PDUs (or drops them, after a failure) and frees
@@ -209,7 +221,20 @@ type wire struct {
 	msg   zerocopy.Message
 	batch *zerocopy.Batch
 	n     int // pieces added
+	bytes int // their bytes
+
+	// Server.ReplyTimeout, once the connection is connected (0: none),
+	// the write deadline set, and the scratch of flushWindows.
+	nc       net.Conn
+	timeout  time.Duration
+	deadline time.Time
+	views    [][]byte
 }
+
+// replyWindow is the most of a batch written under one deadline of
+// Server.ReplyTimeout: a host that takes that much per ReplyTimeout
+// keeps its connection however large the batch (nbd's serverReplyWindow).
+const replyWindow = 1 << 20
 
 // room returns how many more pieces fit before a flush.
 func (w *wire) room() int { return maxIOV - w.n }
@@ -220,25 +245,76 @@ func (w *wire) add(pieces ...[]byte) {
 		if len(p) > 0 {
 			w.msg.AppendBytes(p)
 			w.n++
+			w.bytes += len(p)
 		}
 	}
 }
 
-// flush writes what was added.
+// flush writes what was added: in one writev, or, past replyWindow
+// bytes with a ReplyTimeout, in one a window.
 func (w *wire) flush() error {
 	if w.n == 0 {
 		return nil
 	}
-	w.batch.Add(&w.msg)
+	defer w.reset()
+	if w.timeout == 0 || w.bytes <= replyWindow {
+		w.batch.Add(&w.msg)
+		return w.write()
+	}
+	return w.flushWindows()
+}
+
+// flushWindows writes what was added replyWindow bytes at a time, each
+// window under a deadline of its own.
+func (w *wire) flushWindows() error {
+	all := w.msg.Buffers(w.views[:0])
+	w.views = all[:0]
+	defer clear(all) // keep no piece alive
+	for views := all; len(views) > 0; {
+		for room := replyWindow; room > 0 && len(views) > 0; {
+			p := views[0]
+			if len(p) > room {
+				w.batch.AddBytes(p[:room])
+				views[0] = p[room:]
+				break
+			}
+			w.batch.AddBytes(p)
+			room -= len(p)
+			views = views[1:]
+		}
+		if err := w.write(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write writes what w.batch holds, within ReplyTimeout if set: a write
+// that times out fails with ErrReplyTimeout (the connection is then
+// unusable, and closed by writeQueued). The deadline is renewed only once
+// less than ReplyTimeout of it is left, to a quarter more than
+// ReplyTimeout away: setting it costs several times reading the clock,
+// and a write gets between ReplyTimeout and a quarter more. Only the
+// write deadline is set: the admin queue's reader has one of its own
+// (keepAliveDeadline).
+func (w *wire) write() error {
+	if w.timeout > 0 {
+		if now := time.Now(); w.deadline.Sub(now) < w.timeout {
+			w.deadline = now.Add(w.timeout + w.timeout/4)
+			w.nc.SetWriteDeadline(w.deadline)
+		}
+	}
 	_, err := w.batch.Write()
-	w.reset()
+	if err != nil && w.timeout > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w: a write not taken within %v", ErrReplyTimeout, w.timeout)
+	}
 	return err
 }
 
 // reset drops what was added.
 func (w *wire) reset() {
 	w.msg.Release()
-	w.n = 0
+	w.n, w.bytes = 0, 0
 }
 
 func putDigest(d *[DigestSize]byte, data []byte) {
