@@ -12,7 +12,9 @@
 // Linux reaches it with nvme-cli (`modprobe nvme-tcp`, then `nvme discover
 // -t tcp -a ADDR -s PORT` and `nvme connect -t tcp -a ADDR -s PORT -n
 // NQN`); this module's host with tcp.Dial. It logs with log/slog to stderr
-// and stops on SIGINT or SIGTERM.
+// and stops on SIGINT or SIGTERM. -reply-timeout bounds how long a host
+// may leave what the target writes untaken before its connection is
+// closed (tcp.Server.ReplyTimeout, default 30s).
 package main
 
 import (
@@ -26,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/nhdkit/nhd/internal/size"
 	"github.com/nhdkit/nhd/nbd"
@@ -46,6 +49,7 @@ type options struct {
 	tcp, nqn, sizeFlag, file, uri string
 	blockSize, queues, depth      int
 	workers                       int
+	replyTimeout                  time.Duration
 	readOnly, verbose             bool
 }
 
@@ -62,6 +66,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.queues, "queues", 0, "most I/O queues per controller (0: default 64)")
 	fs.IntVar(&o.depth, "queue-depth", 0, "most entries per queue (0: default 128)")
 	fs.IntVar(&o.workers, "queue-workers", 0, "most goroutines running a queue's slow commands beside its reader (0: one, a goroutine pair per queue)")
+	fs.DurationVar(&o.replyTimeout, "reply-timeout", 0, "close a connection that takes no MiB of what the target writes for this long, freeing its queue (0: default 30s; negative: never)")
 	fs.BoolVar(&o.readOnly, "readonly", false, "refuse writes")
 	fs.BoolVar(&o.verbose, "v", false, "log connections (debug level)")
 	if err := fs.Parse(args); err != nil {
@@ -121,6 +126,11 @@ func (o *options) backend(ctx context.Context) (b nbd.Backend, close func() erro
 	return nbd.NewMemDisk(n), func() error { return nil }, nil
 }
 
+// server returns the target the options describe, serving f.
+func (o *options) server(f *nvme.Fabric, log *slog.Logger) *tcp.Server {
+	return &tcp.Server{Fabric: f, Logger: log, QueueWorkers: o.workers, ReplyTimeout: o.replyTimeout}
+}
+
 // run serves until ctx ends or a signal arrives. ready, if not nil,
 // receives the listener's address once it accepts connections.
 func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- string) error {
@@ -152,7 +162,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- stri
 	if err != nil {
 		return err
 	}
-	srv := &tcp.Server{Fabric: f, Logger: log, QueueWorkers: o.workers}
+	srv := o.server(f, log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	log.Info("serving", "addr", l.Addr().String(), "nqn", o.nqn, "bytes", backend.Size(), "block", o.blockSize)

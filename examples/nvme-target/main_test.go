@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nhdkit/nhd/nbd"
+	"github.com/nhdkit/nhd/nvme"
 	"github.com/nhdkit/nhd/nvme/tcp"
 )
 
@@ -24,6 +25,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-size", "lots"}, "-size"},
 		{[]string{"-block-size", "1000"}, "512 or 4096"},
 		{[]string{"-queue-workers", "-1"}, "-queue-workers"},
+		{[]string{"-reply-timeout", "soon"}, "-reply-timeout"},
 		{[]string{"-nqn", ""}, "NQN of its own"},
 		{[]string{"-nope"}, "flag provided but not defined"},
 		{[]string{"extra"}, "unexpected arguments"},
@@ -34,6 +36,20 @@ func TestBadFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want one line with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// The limits on the command line reach the server.
+func TestFlagsReachServer(t *testing.T) {
+	o, err := parse([]string{"-queue-workers", "3", "-reply-timeout", "5s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv := o.server(&nvme.Fabric{}, nil); srv.QueueWorkers != 3 || srv.ReplyTimeout != 5*time.Second {
+		t.Fatalf("server %+v", srv)
+	}
+	if o, err = parse([]string{"-reply-timeout", "-1s"}, io.Discard); err != nil || o.server(&nvme.Fabric{}, nil).ReplyTimeout != -time.Second {
+		t.Fatalf("-reply-timeout -1s: %v", err)
 	}
 }
 
@@ -87,7 +103,7 @@ func roundTrip(t *testing.T, addr, nqn string, wantSize int64) {
 }
 
 func TestMemory(t *testing.T) {
-	addr := serve(t, "-nqn", "nqn.test:mem", "-size", "4M", "-block-size", "4096", "-queue-workers", "2")
+	addr := serve(t, "-nqn", "nqn.test:mem", "-size", "4M", "-block-size", "4096", "-queue-workers", "2", "-reply-timeout", "10s")
 	roundTrip(t, addr, "nqn.test:mem", 4<<20)
 }
 
