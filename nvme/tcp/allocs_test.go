@@ -5,6 +5,7 @@ package tcp
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nhdkit/nhd/internal/allocs"
 	"github.com/nhdkit/nhd/nbd"
@@ -63,3 +64,24 @@ func TestZeroAllocs(t *testing.T) {
 }
 
 var make1M = make([]byte, 1<<20)
+
+// A queue whose idle buffers were let go allocates nothing per command
+// once warm again, and its idle check, which runs every idle time while
+// commands come (a short one here), allocates nothing per command either.
+func TestZeroAllocsAfterIdle(t *testing.T) {
+	disk := &copyingDisk{MemDisk: nbd.NewMemDisk(16 << 20)} // reads in the slots' buffers
+	s, addr := startServer(t, disk, 512, func(s *Server) { s.testBufferIdle = 50 * time.Millisecond })
+	h := dialTest(t, addr, &Config{IOQueues: 1, KeepAlive: -1})
+	big := make([]byte, 128<<10)
+	var err error
+	write := func() { _, err = h.WriteAt(big, 1<<20) }
+	read := func() { _, err = h.ReadAt(big, 1<<20) }
+	for round := range 2 {
+		for name, f := range map[string]func(){"WriteAt 128K": write, "ReadAt 128K": read} {
+			if n := allocs.PerRun(1000, f); n > allocs.Slack || err != nil {
+				t.Errorf("round %d, %s: %v allocations per call, err %v", round, name, n, err)
+			}
+		}
+		waitFreeBytes(t, s, 5*time.Second)
+	}
+}

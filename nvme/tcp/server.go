@@ -62,10 +62,14 @@ const (
 // Connect's SQSIZE + 1, at most the Fabric's QueueDepth), whose data
 // buffer grows to the largest transfer seen, at most the Fabric's
 // MaxTransfer, and which keeps as many pages as its largest write of
-// pages: memory per queue is bounded by 2 x QueueDepth x MaxTransfer, and
-// in steady state a command allocates nothing (a page the backend gives
-// none back for, on the first write of its range, is made anew). Writes
-// larger than the in-capsule size are fetched with one R2T each.
+// pages: memory per busy queue is bounded by 2 x QueueDepth x
+// MaxTransfer, and in steady state a command allocates nothing (a page
+// the backend gives none back for, on the first write of its range, is
+// made anew). A queue that has taken no command for a second lets its
+// free slots' buffers and pages go, so an idle queue holds its 64 KiB
+// read buffer and about 400 bytes per entry, however large its last
+// burst; its next commands make their buffers anew. Writes larger than
+// the in-capsule size are fetched with one R2T each.
 // Malformed PDUs end the connection with a C2HTermReq. An admin queue whose controller has a keep
 // alive timeout is dropped after twice that time (plus a few seconds)
 // without a PDU from the host; ICReq and Connect must arrive within
@@ -119,7 +123,7 @@ type Server struct {
 	cancel    context.CancelFunc
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
+	conns     map[net.Conn]*conn
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -142,7 +146,7 @@ func (s *Server) init() error {
 		}
 		s.ctx, s.cancel = context.WithCancel(context.Background())
 		s.listeners = make(map[net.Listener]struct{})
-		s.conns = make(map[net.Conn]struct{})
+		s.conns = make(map[net.Conn]*conn)
 	})
 	return s.initErr
 }
@@ -245,7 +249,8 @@ func (s *Server) ServeConn(nc net.Conn) error {
 		nc.Close()
 		return ErrServerClosed
 	}
-	s.conns[nc] = struct{}{}
+	c := &conn{s: s, nc: nc, q: s.Fabric.NewQueue(), maxTransfer: s.Fabric.MaxTransfer()}
+	s.conns[nc] = c
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer func() {
@@ -257,7 +262,6 @@ func (s *Server) ServeConn(nc net.Conn) error {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	c := &conn{s: s, nc: nc, q: s.Fabric.NewQueue(), maxTransfer: s.Fabric.MaxTransfer()}
 	c.q.Local = nc.LocalAddr()
 	c.ev.c = c
 	c.q.Transport = &c.ev
@@ -285,8 +289,8 @@ func (s *Server) Close() error {
 	for l := range s.listeners {
 		l.Close()
 	}
-	for c := range s.conns {
-		c.Close()
+	for nc := range s.conns {
+		nc.Close()
 	}
 	s.mu.Unlock()
 	s.cancel()

@@ -86,6 +86,15 @@ type conn struct {
 	freeStack   []uint16      // free slots, the last freed on top
 	freeSig     chan struct{} // a slot was freed
 
+	// The idle trim (server_idle.go), under freeMu: the commands that
+	// took a slot, their count when the check was armed or last ran, the
+	// check's timer, whether trimming is on and the check armed.
+	taken     uint64
+	trimSeen  uint64
+	trimTimer *time.Timer
+	trimOn    bool
+	trimArmed bool
+
 	// Workers (server_run.go), for the I/O queue of a slow backend.
 	work    chan uint16 // commands for the workers; nil on the admin queue
 	workers int         // started (reader only)
@@ -141,12 +150,14 @@ func (c *conn) serve() error {
 		// writes are bounded by ReplyTimeout, not HandshakeTimeout.
 		c.snd.timeout = c.s.replyTimeout()
 		c.setSlots(c.q.Size())
+		c.startTrim()
 		c.held = 0 // Connect's completion went out
 		if c.q.ID() != 0 {
 			c.work = make(chan uint16, len(c.slots))
 		}
 		err = c.loop()
 	}
+	c.stopTrim()
 	c.stopWorkers()
 	c.release()
 	if werr := c.writeErr(); errors.Is(werr, ErrReplyTimeout) {
@@ -165,21 +176,25 @@ func (c *conn) serve() error {
 }
 
 func (c *conn) setSlots(n int) {
+	c.freeMu.Lock() // freeBytes may look
 	c.slots = make([]slot, n)
 	c.freeStack = make([]uint16, n)
 	for i := range n {
 		c.freeStack[i] = uint16(n - 1 - i)
 	}
+	c.freeMu.Unlock()
 	c.freeSig = make(chan struct{}, 1)
 	c.queue = make([]uint32, 0, 2*n+2)
 	c.spare = make([]uint32, 0, 2*n+2)
 }
 
 // freeSlot returns slot i to the free stack: the slot freed last is taken
-// first, so a queue kept shallow by its host reuses the same few buffers.
+// first, so a queue kept shallow by its host reuses the same few buffers
+// (and an idle queue's are let go: armTrim).
 func (c *conn) freeSlot(i uint16) {
 	c.freeMu.Lock()
 	c.freeStack = append(c.freeStack, i)
+	c.armTrim(i)
 	c.freeMu.Unlock()
 	select {
 	case c.freeSig <- struct{}{}:
@@ -196,6 +211,7 @@ func (c *conn) popSlot() (uint16, bool) {
 	}
 	i := c.freeStack[n-1]
 	c.freeStack = c.freeStack[:n-1]
+	c.taken++
 	return i, true
 }
 
