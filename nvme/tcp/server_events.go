@@ -11,7 +11,8 @@ import (
 // its association ends. Complete does not block: a completion the
 // controller sends on its own is written by a goroutine of its own,
 // which a host that does not read stalls until the connection closes
-// (its Keep Alive Timer expires, say), not the controller.
+// (Server.ReplyTimeout, or its Keep Alive Timer expiring), not the
+// controller.
 type connEvents struct {
 	c       *conn
 	mu      sync.Mutex
