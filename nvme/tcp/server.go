@@ -80,7 +80,8 @@ type Server struct {
 	// Server sets it to list every subsystem at every listener's address.
 	Fabric *nvme.Fabric
 	// MaxConns bounds the connections served at once; 0 means
-	// DefaultMaxConns.
+	// DefaultMaxConns. A connection past it is closed at once (ServeConn
+	// returns ErrServerFull, and the Logger warns).
 	MaxConns int
 	// HandshakeTimeout bounds ICReq and Connect; 0 means
 	// DefaultHandshakeTimeout.
@@ -131,10 +132,18 @@ type Server struct {
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("nvme/tcp: server closed")
 
+// ErrServerFull is returned by ServeConn for a connection it refused
+// because MaxConns connections were being served.
+var ErrServerFull = errors.New("nvme/tcp: server full (Server.MaxConns connections)")
+
 func (s *Server) init() error {
 	s.initOnce.Do(func() {
 		if s.Fabric == nil {
 			s.initErr = errors.New("nvme/tcp: Server without a Fabric")
+			return
+		}
+		if s.MaxConns < 0 {
+			s.initErr = fmt.Errorf("nvme/tcp: Server.MaxConns %d is negative", s.MaxConns)
 			return
 		}
 		if s.Fabric.Discovery == nil {
@@ -233,7 +242,8 @@ func (s *Server) Serve(l net.Listener) error {
 
 // ServeConn serves one connection (one queue) until it ends, and closes
 // it. It returns why the connection ended (nil for an orderly close by
-// the host).
+// the host), or, for a connection it did not serve, ErrServerClosed after
+// Close and ErrServerFull while MaxConns connections are served.
 func (s *Server) ServeConn(nc net.Conn) error {
 	if err := s.init(); err != nil {
 		nc.Close()
@@ -245,9 +255,14 @@ func (s *Server) ServeConn(nc net.Conn) error {
 	}
 	s.mu.Lock()
 	if s.closed || len(s.conns) >= max {
+		closed := s.closed
 		s.mu.Unlock()
 		nc.Close()
-		return ErrServerClosed
+		if closed {
+			return ErrServerClosed
+		}
+		s.logger().Warn("nvme/tcp: connection refused", "remote", nc.RemoteAddr(), "err", ErrServerFull)
+		return ErrServerFull
 	}
 	c := &conn{s: s, nc: nc, q: s.Fabric.NewQueue(), maxTransfer: s.Fabric.MaxTransfer()}
 	s.conns[nc] = c
