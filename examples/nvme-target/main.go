@@ -14,7 +14,8 @@
 // NQN`); this module's host with tcp.Dial. It logs with log/slog to stderr
 // and stops on SIGINT or SIGTERM. -reply-timeout bounds how long a host
 // may leave what the target writes untaken before its connection is
-// closed (tcp.Server.ReplyTimeout, default 30s).
+// closed (tcp.Server.ReplyTimeout, default 30s); -max-conns bounds the
+// connections, and with them the memory busy queues may hold.
 package main
 
 import (
@@ -48,7 +49,7 @@ func main() {
 type options struct {
 	tcp, nqn, sizeFlag, file, uri string
 	blockSize, queues, depth      int
-	workers                       int
+	workers, maxConns             int
 	replyTimeout                  time.Duration
 	readOnly, verbose             bool
 }
@@ -66,6 +67,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.queues, "queues", 0, "most I/O queues per controller (0: default 64)")
 	fs.IntVar(&o.depth, "queue-depth", 0, "most entries per queue (0: default 128)")
 	fs.IntVar(&o.workers, "queue-workers", 0, "most goroutines running a queue's slow commands beside its reader (0: one, a goroutine pair per queue)")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections (queues, the admin queues included) served at once; a busy queue may hold twice -queue-depth x the largest transfer (0: default 1024)")
 	fs.DurationVar(&o.replyTimeout, "reply-timeout", 0, "close a connection that takes no MiB of what the target writes for this long, freeing its queue (0: default 30s; negative: never)")
 	fs.BoolVar(&o.readOnly, "readonly", false, "refuse writes")
 	fs.BoolVar(&o.verbose, "v", false, "log connections (debug level)")
@@ -93,6 +95,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("-block-size %d: 512 or 4096", o.blockSize)
 	case o.workers < 0:
 		return nil, fmt.Errorf("-queue-workers %d: at least 0", o.workers)
+	case o.maxConns < 0:
+		return nil, fmt.Errorf("-max-conns %d: at least 0", o.maxConns)
 	}
 	if n == 0 {
 		o.sizeFlag = "1G"
@@ -128,7 +132,7 @@ func (o *options) backend(ctx context.Context) (b nbd.Backend, close func() erro
 
 // server returns the target the options describe, serving f.
 func (o *options) server(f *nvme.Fabric, log *slog.Logger) *tcp.Server {
-	return &tcp.Server{Fabric: f, Logger: log, QueueWorkers: o.workers, ReplyTimeout: o.replyTimeout}
+	return &tcp.Server{Fabric: f, Logger: log, MaxConns: o.maxConns, QueueWorkers: o.workers, ReplyTimeout: o.replyTimeout}
 }
 
 // run serves until ctx ends or a signal arrives. ready, if not nil,

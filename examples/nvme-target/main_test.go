@@ -26,6 +26,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-block-size", "1000"}, "512 or 4096"},
 		{[]string{"-queue-workers", "-1"}, "-queue-workers"},
 		{[]string{"-reply-timeout", "soon"}, "-reply-timeout"},
+		{[]string{"-max-conns", "-1"}, "-max-conns"},
 		{[]string{"-nqn", ""}, "NQN of its own"},
 		{[]string{"-nope"}, "flag provided but not defined"},
 		{[]string{"extra"}, "unexpected arguments"},
@@ -41,11 +42,11 @@ func TestBadFlags(t *testing.T) {
 
 // The limits on the command line reach the server.
 func TestFlagsReachServer(t *testing.T) {
-	o, err := parse([]string{"-queue-workers", "3", "-reply-timeout", "5s"}, io.Discard)
+	o, err := parse([]string{"-queue-workers", "3", "-reply-timeout", "5s", "-max-conns", "16"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if srv := o.server(&nvme.Fabric{}, nil); srv.QueueWorkers != 3 || srv.ReplyTimeout != 5*time.Second {
+	if srv := o.server(&nvme.Fabric{}, nil); srv.QueueWorkers != 3 || srv.ReplyTimeout != 5*time.Second || srv.MaxConns != 16 {
 		t.Fatalf("server %+v", srv)
 	}
 	if o, err = parse([]string{"-reply-timeout", "-1s"}, io.Discard); err != nil || o.server(&nvme.Fabric{}, nil).ReplyTimeout != -time.Second {
