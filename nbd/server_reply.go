@@ -123,17 +123,7 @@ func (c *serverConn) writeWindows(ts *serverTransmitState, batch []*serverSlot) 
 	ts.views = all[:0]
 	defer clear(all) // keep no buffer alive
 	for views := all; len(views) > 0; {
-		for room := serverReplyWindow; room > 0 && len(views) > 0; {
-			p := views[0]
-			if len(p) > room {
-				ts.batch.AddBytes(p[:room])
-				views[0] = p[room:]
-				break
-			}
-			ts.batch.AddBytes(p)
-			room -= len(p)
-			views = views[1:]
-		}
+		views = ts.batch.AddPrefix(views, serverReplyWindow)
 		if err := c.writeBatch(ts); err != nil {
 			return err
 		}

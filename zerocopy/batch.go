@@ -108,6 +108,27 @@ func (b *Batch) AddBytes(p []byte) {
 	}
 }
 
+// AddPrefix appends the first n bytes of views to the batch, piece by
+// piece as AddBytes does (all of them if they hold fewer), and returns the
+// views left: a piece cut at n is cut in place (the returned first view
+// is its rest, in views' own backing array). It lets a long message go out
+// in windows of n bytes, each its own Write (under a deadline of its
+// own, say).
+func (b *Batch) AddPrefix(views [][]byte, n int) [][]byte {
+	for n > 0 && len(views) > 0 {
+		p := views[0]
+		if len(p) > n {
+			b.AddBytes(p[:n])
+			views[0] = p[n:]
+			return views
+		}
+		b.AddBytes(p)
+		n -= len(p)
+		views = views[1:]
+	}
+	return views
+}
+
 // Len returns the number of bytes in the batch.
 func (b *Batch) Len() int { return b.n }
 

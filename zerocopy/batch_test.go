@@ -153,3 +153,46 @@ func TestBatchSocket(t *testing.T) {
 		t.Fatalf("Add and Write: %v allocations, want 0", nallocs)
 	}
 }
+
+// AddPrefix takes exactly the first n bytes of the views, in order, cutting
+// at most one piece, and leaves the rest: written window by window, the
+// views make the bytes they hold, each window but the last n bytes.
+func TestBatchAddPrefix(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		pieces := rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 40), 0, 8).Draw(rt, "pieces")
+		n := rapid.IntRange(1, 50).Draw(rt, "n")
+		want := bytes.Join(pieces, nil)
+		var w countingWriter
+		b := NewBatch(&w)
+		views := append([][]byte(nil), pieces...)
+		for len(views) > 0 {
+			views = b.AddPrefix(views, n)
+			before := w.Len()
+			if _, err := b.Write(); err != nil {
+				rt.Fatal(err)
+			}
+			if got := w.Len() - before; got != n && len(views) > 0 {
+				rt.Fatalf("a window of %d bytes with views left, want %d", got, n)
+			}
+		}
+		if !bytes.Equal(w.Bytes(), want) {
+			rt.Fatalf("windows wrote %q, want %q", w.Bytes(), want)
+		}
+	})
+}
+
+// A window cut inside a piece leaves that piece's rest first.
+func TestBatchAddPrefixCut(t *testing.T) {
+	var w countingWriter
+	b := NewBatch(&w)
+	rest := b.AddPrefix([][]byte{[]byte("abc"), []byte("defg"), []byte("h")}, 5)
+	if b.Len() != 5 || len(rest) != 2 || string(rest[0]) != "fg" || string(rest[1]) != "h" {
+		t.Fatalf("AddPrefix 5 of abc|defg|h: batch %d bytes, rest %q", b.Len(), rest)
+	}
+	if _, err := b.Write(); err != nil || w.String() != "abcde" {
+		t.Fatalf("wrote %q, %v", w.String(), err)
+	}
+	if rest := b.AddPrefix(nil, 5); len(rest) != 0 || b.Len() != 0 {
+		t.Fatalf("AddPrefix of nothing: %q, %d bytes", rest, b.Len())
+	}
+}

@@ -271,17 +271,7 @@ func (w *wire) flushWindows() error {
 	w.views = all[:0]
 	defer clear(all) // keep no piece alive
 	for views := all; len(views) > 0; {
-		for room := replyWindow; room > 0 && len(views) > 0; {
-			p := views[0]
-			if len(p) > room {
-				w.batch.AddBytes(p[:room])
-				views[0] = p[room:]
-				break
-			}
-			w.batch.AddBytes(p)
-			room -= len(p)
-			views = views[1:]
-		}
+		views = w.batch.AddPrefix(views, replyWindow)
 		if err := w.write(); err != nil {
 			return err
 		}
