@@ -36,7 +36,7 @@ func TestServerIdleTrim(t *testing.T) {
 			if copying {
 				disk = &copyingDisk{MemDisk: mem}
 			}
-			s, addr := startServer(t, disk, 512, func(s *Server) { s.testBufferIdle = 200 * time.Millisecond })
+			s, addr := startServer(t, disk, 512, func(s *Server) { s.testBufferIdle = 500 * time.Millisecond })
 			h := dialTest(t, addr, &Config{IOQueues: 1, QueueDepth: 16, KeepAlive: -1})
 			model := make([]byte, size)
 			rng := rand.NewChaCha8([32]byte{3, 4})
