@@ -251,7 +251,7 @@ func (w *wire) add(pieces ...[]byte) {
 }
 
 // flush writes what was added: in one writev, or, past replyWindow
-// bytes with a ReplyTimeout, in one a window.
+// bytes with a ReplyTimeout, in one writev a window.
 func (w *wire) flush() error {
 	if w.n == 0 {
 		return nil
