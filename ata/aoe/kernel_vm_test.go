@@ -65,17 +65,21 @@ func aoeGuest(vm *vmtest.VM, nicModules ...string) {
 	vm.Setup(fmt.Sprintf("ip link set eth0 mtu %d", aoeMTU), "ip link set eth0 up")
 }
 
-// addDiscover adds the guest step that waits for the AoE disk dev.
+// addDiscover adds the guest step that waits for the AoE disk dev: its
+// device node and its directory in sysfs (once, in CI, the node was there
+// and the directory not yet, or no longer: the loop waits for both, and
+// says which is missing if it gives up).
 func addDiscover(vm *vmtest.VM, label, dev string) {
 	vm.Step(label+"/discover", fmt.Sprintf(`i=0
-while [ ! -b %[1]s ]; do
+sys=/sys/block/etherd\!%[2]s
+while [ ! -b %[1]s ] || [ ! -d $sys ]; do
   i=$((i + 1))
-  [ $i -le 150 ] || { cat /dev/etherd/err & sleep 1; kill $!; exit 1; }
+  [ $i -le 150 ] || { ls -l /dev/etherd /sys/block; cat /dev/etherd/err & sleep 1; kill $!; exit 1; }
   echo > /dev/etherd/discover
   sleep 0.2
 done
 echo "found after $i tries"
-cd /sys/block/etherd\!%[2]s
+cd $sys
 echo "state $(cat state) payload $(cat payload) firmware $(cat firmware-version) size $(cat size)"
 `, dev, filepath.Base(dev)))
 }
