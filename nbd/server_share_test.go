@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,21 @@ func serverShareStalled(t *testing.T, share, want int64) (*Server, string) {
 		ReplyTimeout:     -1,
 	}
 	path := serverTestStart(t, s)
-	bad := stalledReads(t, path, mp)
+	bad := serverTestDial(t, path)
+	bad.nc.(*net.UnixConn).SetReadBuffer(4096)
+	bad.negotiate("", true, false)
+	// The six READs in one write: the server's reader finds them buffered
+	// together and reserves for four or more before it writes a reply.
+	// Sent one by one, the reader could find the socket empty after the
+	// first, write its reply and block there, holding 1 MiB for ever.
+	var reqs []byte
+	for i := range uint64(6) {
+		var b [RequestSize]byte
+		r := Request{Type: CmdRead, Cookie: i + 1, Offset: i * mp, Length: mp}
+		r.Put(&b)
+		reqs = append(reqs, b[:]...)
+	}
+	bad.write(reqs)
 	t.Cleanup(func() { bad.nc.Close() })
 	deadline := time.Now().Add(10 * time.Second)
 	for s.BufferStats().Reserved < want {
